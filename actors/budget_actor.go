@@ -1,0 +1,132 @@
+package actors
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// budgetActor owns one budget's pool, parked list and wake timer.
+//
+// Owns: a budgetCore (definition copy, pool, holds, parked jobs in
+// (priority, id) order) and at most one armed wake timer.
+// Accepts: the budgetMsg set in messages.go, from the queue actor.
+// Answers: ReserveResponse and JobsWoken, to the queue actor.
+// Supervisor: the root (stopping it on failure); it writes no keys: the
+// queue actor persists definitions, pools are memory only (SPEC §4.9).
+type budgetActor struct {
+	core   *budgetCore
+	queue  *actor.PID
+	clock  Clock
+	timers Timers
+	log    *slog.Logger
+	tracer *Tracer
+
+	gen         uint64
+	armedAt     uint64
+	cancelTimer func()
+}
+
+func (a *budgetActor) Receive(ctx actor.Context) {
+	now := millis(a.clock.Now())
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Restarting:
+	case *actor.Stopping:
+		a.disarm()
+	case *actor.Stopped:
+	case *ReserveRequest:
+		out := a.core.reserve(now, m.Job)
+		a.tracer.reserve(a.core, m.Job, out.granted, now)
+		ctx.Send(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Granted: out.granted})
+		a.wake(ctx, out.woken, "refill", now)
+	case *CommitReservation:
+		a.core.commit(now, m.JobID)
+		a.tracer.budgetEvent(EventCommit, a.core, m.JobID, now)
+	case *ReleaseReservation:
+		woken := a.core.release(now, m.JobID)
+		a.tracer.budgetEvent(EventRelease, a.core, m.JobID, now)
+		a.wake(ctx, woken, "release", now)
+	case *ReturnTokens:
+		woken := a.core.finish(now, m.Cost)
+		a.wake(ctx, woken, "release", now)
+	case *UnparkJob:
+		a.wake(ctx, a.core.unpark(now, m.JobID), "release", now)
+	case *ApplyDefinition:
+		a.wake(ctx, a.core.update(now, m.Definition), "update", now)
+	case *QueuesChanged:
+		a.wake(ctx, a.core.evaluate(now), "update", now)
+	case *budgetWake:
+		if m.gen != a.gen {
+			return // stale timer
+		}
+		a.armedAt = 0
+		a.cancelTimer = nil
+		a.tracer.budgetEvent(EventTimerFired, a.core, "", now)
+		a.wake(ctx, a.core.evaluate(now), "refill", now)
+	case *BudgetStateRequest, *budgetStateQuery:
+		ctx.Respond(a.state(now))
+	default:
+		a.log.Warn("budget actor: unknown message", "type", slog.AnyValue(m).String())
+	}
+}
+
+// wake sends woken jobs to the queue and re-arms the timer to the core's
+// wake moment (only when that moment changed).
+func (a *budgetActor) wake(ctx actor.Context, woken []string, reason string, now uint64) {
+	if len(woken) > 0 {
+		a.tracer.woken(a.core, woken, reason, now)
+		ctx.Send(a.queue, &JobsWoken{Key: a.core.key, JobIDs: woken})
+	}
+	a.syncTimer(ctx, now)
+}
+
+func (a *budgetActor) syncTimer(ctx actor.Context, now uint64) {
+	want := a.core.wakeAt
+	if want == a.armedAt {
+		return
+	}
+	a.disarm()
+	if want == 0 {
+		return
+	}
+	a.gen++
+	a.armedAt = want
+	delay := time.Duration(0)
+	if want > now {
+		delay = time.Duration(want-now) * time.Millisecond
+	}
+	a.cancelTimer = a.timers.SendOnce(delay, ctx.Self(), &budgetWake{gen: a.gen})
+	a.tracer.budgetTimer(EventTimerArmed, a.core, want, now)
+}
+
+func (a *budgetActor) disarm() {
+	if a.cancelTimer != nil {
+		a.cancelTimer()
+		a.cancelTimer = nil
+		a.tracer.budgetTimer(EventTimerCancelled, a.core, a.armedAt, 0)
+	}
+	a.gen++
+	a.armedAt = 0
+}
+
+func (a *budgetActor) state(now uint64) *BudgetState {
+	s := &BudgetState{
+		Key:        a.core.key,
+		Tokens:     a.core.tokens(now),
+		InFlight:   a.core.inFlight,
+		Held:       a.core.held,
+		Parked:     a.core.parkedCount(),
+		WakeAt:     a.armedAt,
+		Dispatches: a.core.dispatches,
+		Refusals:   a.core.refusals,
+	}
+	if h, ok := a.core.head(); ok {
+		s.HeadID, s.HeadCost = h.ID, h.Cost
+	}
+	return s
+}
+
+var _ = protocol.TimeBased

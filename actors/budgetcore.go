@@ -1,0 +1,278 @@
+package actors
+
+import (
+	"math"
+
+	"github.com/google/btree"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// tokenEpsilon is the tolerance of time_based comparisons (SPEC §4.4).
+const tokenEpsilon = 1e-9
+
+// JobRef is what a budget knows of a job: its order, its queue and its cost.
+type JobRef struct {
+	ID       string
+	Priority uint16
+	Queue    string
+	Cost     uint32
+}
+
+func refLess(a, b JobRef) bool {
+	if a.Priority != b.Priority {
+		return a.Priority < b.Priority
+	}
+	return a.ID < b.ID
+}
+
+// budgetCore is the pure state machine of one budget: its definition, its
+// token pool, its reservations, its parked jobs in (priority, id) order and
+// the moment its wake timer should fire. It has no clock, no actor and no I/O:
+// every method takes now (Unix ms) and the caller applies what it returns.
+type budgetCore struct {
+	key string
+	def protocol.Definition
+
+	// time_based pool: level tokens, settled at time at.
+	level float64
+	at    uint64
+
+	held     uint64            // reserved, not yet committed
+	holds    map[string]uint32 // job id -> reserved cost
+	inFlight uint64            // committed cost of jobs still in flight
+
+	parked  *btree.BTreeG[JobRef]
+	parkedN map[string]JobRef // id -> ref, to unpark by id
+
+	// consumed reports whether some open take stream consumes a queue; a
+	// parked job of an unconsumed queue holds nobody back.
+	consumed func(queue string) bool
+
+	// wakeAt is when the wake timer should fire (0: no timer wanted).
+	wakeAt uint64
+
+	// counters for observation
+	dispatches uint64
+	refusals   uint64
+}
+
+func newBudgetCore(key string, def protocol.Definition, now uint64, consumed func(string) bool) *budgetCore {
+	if consumed == nil {
+		consumed = func(string) bool { return true }
+	}
+	b := &budgetCore{
+		key:      key,
+		def:      def,
+		holds:    make(map[string]uint32),
+		parked:   btree.NewG(16, refLess),
+		parkedN:  make(map[string]JobRef),
+		consumed: consumed,
+	}
+	b.fill(now)
+	return b
+}
+
+// fill starts a fresh, full time_based pool.
+func (b *budgetCore) fill(now uint64) {
+	b.level = float64(b.def.Capacity())
+	b.at = now
+}
+
+// rate is the time_based refill in tokens per millisecond.
+func (b *budgetCore) rate() float64 {
+	return float64(b.def.Allocation) / float64(b.def.Strategy.DurationMs)
+}
+
+// settle brings the time_based level up to now.
+func (b *budgetCore) settle(now uint64) {
+	if b.def.Strategy.Type != protocol.TimeBased {
+		return
+	}
+	if now > b.at {
+		b.level = math.Min(float64(b.def.Capacity()), b.level+float64(now-b.at)*b.rate())
+		b.at = now
+	}
+}
+
+// free is the number of tokens a new reservation may take now.
+func (b *budgetCore) free() float64 {
+	if b.def.Strategy.Type == protocol.TimeBased {
+		return b.level - float64(b.held)
+	}
+	return float64(b.def.Allocation) - float64(b.inFlight) - float64(b.held)
+}
+
+// head is the earliest parked job whose queue has an open take stream.
+func (b *budgetCore) head() (JobRef, bool) {
+	var h JobRef
+	found := false
+	b.parked.Ascend(func(r JobRef) bool {
+		if b.consumed(r.Queue) {
+			h, found = r, true
+			return false
+		}
+		return true
+	})
+	return h, found
+}
+
+// reserveOutcome is the answer to a reservation.
+type reserveOutcome struct {
+	granted bool
+	woken   []string // jobs woken as a side effect (rare: see evaluate)
+}
+
+// reserve asks for cost tokens for job. It is granted when no earlier
+// parked job is waiting and the tokens are free; otherwise the job parks.
+func (b *budgetCore) reserve(now uint64, job JobRef) reserveOutcome {
+	b.settle(now)
+	if _, held := b.holds[job.ID]; held {
+		return reserveOutcome{granted: true} // idempotent
+	}
+	if h, ok := b.head(); !ok || refLess(job, h) {
+		if b.free()+tokenEpsilon >= float64(job.Cost) {
+			b.holds[job.ID] = job.Cost
+			b.held += uint64(job.Cost)
+			b.evaluateTimer()
+			return reserveOutcome{granted: true}
+		}
+	}
+	b.refusals++
+	b.park(job)
+	return reserveOutcome{woken: b.evaluate(now)}
+}
+
+func (b *budgetCore) park(job JobRef) {
+	if old, ok := b.parkedN[job.ID]; ok {
+		b.parked.Delete(old)
+	}
+	b.parked.ReplaceOrInsert(job)
+	b.parkedN[job.ID] = job
+}
+
+// commit turns a reservation into a debit: the job is being dispatched.
+func (b *budgetCore) commit(now uint64, jobID string) {
+	cost, ok := b.holds[jobID]
+	if !ok {
+		return
+	}
+	b.settle(now)
+	delete(b.holds, jobID)
+	b.held -= uint64(cost)
+	if b.def.Strategy.Type == protocol.TimeBased {
+		b.level -= float64(cost)
+	}
+	b.inFlight += uint64(cost)
+	b.dispatches++
+	b.evaluateTimer()
+}
+
+// release drops a reservation that will not be committed.
+func (b *budgetCore) release(now uint64, jobID string) []string {
+	cost, ok := b.holds[jobID]
+	if !ok {
+		return nil
+	}
+	delete(b.holds, jobID)
+	b.held -= uint64(cost)
+	return b.evaluate(now)
+}
+
+// finish returns a job's cost when it stops being in flight. Only
+// while_in_flight pools get tokens back; time_based ones only drip.
+func (b *budgetCore) finish(now uint64, cost uint32) []string {
+	if uint64(cost) > b.inFlight {
+		b.inFlight = 0
+	} else {
+		b.inFlight -= uint64(cost)
+	}
+	if b.def.Strategy.Type == protocol.WhileInFlight {
+		return b.evaluate(now)
+	}
+	return nil
+}
+
+// unpark removes a job from the parked list (deleted, rebound, moved).
+func (b *budgetCore) unpark(now uint64, jobID string) []string {
+	ref, ok := b.parkedN[jobID]
+	if !ok {
+		return nil
+	}
+	b.parked.Delete(ref)
+	delete(b.parkedN, jobID)
+	return b.evaluate(now)
+}
+
+// update applies a new definition (SPEC §4.9): same type settles with the
+// old parameters and clamps to the new capacity; a switch to time_based
+// starts a full pool; a switch to while_in_flight counts what is in flight.
+func (b *budgetCore) update(now uint64, def protocol.Definition) []string {
+	old := b.def
+	b.settle(now)
+	b.def = def
+	if def.Strategy.Type == protocol.TimeBased {
+		if old.Strategy.Type != protocol.TimeBased {
+			b.fill(now)
+		} else {
+			b.level = math.Min(b.level, float64(def.Capacity()))
+			b.at = now
+		}
+	}
+	return b.evaluate(now)
+}
+
+// evaluate wakes parked jobs in order for as long as the free tokens cover
+// them (counting each woken job's cost), stops at the first that does not
+// fit, and sets the wake timer for the moment the new head becomes
+// affordable.
+func (b *budgetCore) evaluate(now uint64) []string {
+	b.settle(now)
+	free := b.free()
+	var woken []string
+	for {
+		h, ok := b.head()
+		if !ok || free+tokenEpsilon < float64(h.Cost) {
+			break
+		}
+		b.parked.Delete(h)
+		delete(b.parkedN, h.ID)
+		woken = append(woken, h.ID)
+		free -= float64(h.Cost)
+	}
+	b.setTimer(free)
+	return woken
+}
+
+// evaluateTimer recomputes the wake moment without waking anyone.
+func (b *budgetCore) evaluateTimer() { b.setTimer(b.free()) }
+
+func (b *budgetCore) setTimer(free float64) {
+	b.wakeAt = 0
+	if b.def.Strategy.Type != protocol.TimeBased {
+		return
+	}
+	h, ok := b.head()
+	if !ok {
+		return
+	}
+	need := float64(h.Cost) - free
+	if need <= tokenEpsilon {
+		need = 0
+	}
+	wait := uint64(math.Ceil(need/b.rate() - tokenEpsilon))
+	b.wakeAt = b.at + wait
+	if b.wakeAt <= b.at {
+		b.wakeAt = b.at + 1
+	}
+}
+
+// tokens is the pool level now: time_based settled level minus holds, or
+// while_in_flight allocation minus in-flight and held cost.
+func (b *budgetCore) tokens(now uint64) float64 {
+	b.settle(now)
+	return b.free()
+}
+
+// parkedCount is the number of parked jobs.
+func (b *budgetCore) parkedCount() int { return b.parked.Len() }

@@ -1,0 +1,1005 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// EngineConfig holds the queue's policies. Zero values are filled in by
+// WithDefaults.
+type EngineConfig struct {
+	// GlobalInFlightLimit caps in-flight jobs across streams (0: none).
+	GlobalInFlightLimit int
+	// DefaultRetryLimit is the retries a job gets when it sets none (25).
+	DefaultRetryLimit uint32
+	// DefaultBackoff is the backoff of jobs that set none (4, 15 s, 30 s).
+	DefaultBackoff protocol.Backoff
+	// CompletedRetention keeps completed jobs visible this long (0).
+	CompletedRetention time.Duration
+	// DeadRetention keeps dead jobs visible this long (7 days).
+	DeadRetention time.Duration
+	// MaxBudgets caps the number of budgets (0: unlimited).
+	MaxBudgets int
+	// EnqueueSync and DefaultSync ask for fsync before acknowledging.
+	EnqueueSync, DefaultSync bool
+	// ReaperInterval is how often finished jobs past purge_at are removed.
+	ReaperInterval time.Duration
+	// Random returns a uniform float in [0, 1) for backoff jitter.
+	Random func() float64
+}
+
+// outbox is how the engine acts on the world; the queue actor implements
+// it with protoactor and the store, tests with a recorder.
+type outbox interface {
+	persist(b *persistence.Batch, done func(error))
+	toBudget(key string, msg budgetMsg)
+	spawnBudget(b protocol.Budget)
+	stopBudget(key string)
+	schedule(id string, readyAt uint64)
+	unschedule(id string)
+	clearSchedule()
+	queuesChanged()
+}
+
+type jobState uint8
+
+const (
+	stReady jobState = iota
+	stReserving
+	stParked
+	stScheduled
+	stInFlight
+)
+
+// entry is an unfinished job and where it is.
+type entry struct {
+	job      *protocol.Job
+	state    jobState
+	parkedOn string
+	stream   *stream
+	resv     *reservation
+}
+
+// reservation is a job gathering holds from its budgets in key order.
+type reservation struct {
+	bindings []protocol.Binding // sorted by key
+	idx      int                // the binding whose answer is awaited
+}
+
+// terminalJob is what memory keeps of a retained finished job.
+type terminalJob struct {
+	id       string
+	queue    string
+	purgeAt  uint64
+	attempts uint32
+}
+
+func terminalLess(a, b terminalJob) bool {
+	if a.purgeAt != b.purgeAt {
+		return a.purgeAt < b.purgeAt
+	}
+	return a.id < b.id
+}
+
+// budgetEntry is the catalog entry of a budget: its stored record and the
+// count of unfinished jobs bound to it, by cost.
+type budgetEntry struct {
+	budget     protocol.Budget
+	bound      map[uint32]int
+	boundTotal int
+}
+
+// stream is a take stream's bookkeeping.
+type stream struct {
+	id         uint64
+	queues     map[string]bool // nil: all queues
+	prefetch   int
+	workerID   string
+	inFlight   map[string]*entry
+	reserving  int
+	outbox     []protocol.Job
+	writerBusy bool
+	closed     bool
+	deliver    func([]protocol.Job)
+}
+
+// engine is the queue actor's state machine: every unfinished job, the ready
+// index, the take streams, the budget catalog and the retained finished jobs.
+// It never reads the clock (methods take now in Unix ms) and never blocks:
+// writes go to the outbox's group committer and replies are sent when they
+// are durable.
+type engine struct {
+	cfg EngineConfig
+	out outbox
+	log *slog.Logger
+	ids *protocol.IDGenerator
+
+	jobs        map[string]*entry
+	ready       *readyIndex
+	terminal    map[string]terminalJob
+	purgeOrder  *btree.BTreeG[terminalJob]
+	queueCounts map[string]int
+
+	streams        map[uint64]*stream
+	order          []*stream
+	rr             int
+	nextStream     uint64
+	inFlightTotal  int
+	reservingTotal int
+	consumed       *consumedSet
+	flushPending   []*stream
+
+	budgets map[string]*budgetEntry
+	tracer  *Tracer
+}
+
+func newEngine(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consumedSet, tracer *Tracer) *engine {
+	return &engine{
+		cfg:         cfg,
+		out:         out,
+		log:         log,
+		ids:         protocol.NewIDGenerator(),
+		jobs:        make(map[string]*entry),
+		ready:       newReadyIndex(),
+		terminal:    make(map[string]terminalJob),
+		purgeOrder:  btree.NewG(16, terminalLess),
+		queueCounts: make(map[string]int),
+		streams:     make(map[uint64]*stream),
+		consumed:    consumed,
+		budgets:     make(map[string]*budgetEntry),
+		tracer:      tracer,
+	}
+}
+
+// ---------------------------------------------------------------- loading
+
+// loadBudget adds a stored budget at startup.
+func (e *engine) loadBudget(b protocol.Budget) {
+	e.budgets[b.Key] = &budgetEntry{budget: b, bound: make(map[uint32]int)}
+	e.out.spawnBudget(b)
+}
+
+// loadJob adds a stored job at startup; in-flight jobs return to ready and
+// are rewritten in batch. It returns whether the job was recovered from
+// in flight.
+func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) (recovered bool) {
+	if j.Status.Terminal() {
+		if j.Purged(now) {
+			batch.DeleteJob(j.ID, j.Attempts)
+			return false
+		}
+		e.queueCounts[j.Queue]++
+		e.addTerminal(j)
+		return false
+	}
+	e.queueCounts[j.Queue]++
+	en := &entry{job: j}
+	e.jobs[j.ID] = en
+	e.bind(j)
+	if j.Status == protocol.StatusInFlight {
+		j.Status = protocol.StatusReady
+		batch.PutJob(j)
+		recovered = true
+	}
+	if j.ReadyAt > now && j.Status == protocol.StatusScheduled {
+		en.state = stScheduled
+		e.out.schedule(j.ID, j.ReadyAt)
+	} else {
+		j.Status = protocol.StatusReady
+		e.makeReady(en)
+	}
+	return recovered
+}
+
+// ---------------------------------------------------------------- enqueue
+
+func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
+	created := make(map[string]*protocol.Budget)
+	var createdOrder []string
+	for i, nj := range m.Jobs {
+		if err := e.resolveBindings(now, nj, created, &createdOrder); err != nil {
+			if m.Bulk {
+				err = protocol.Prefixed(fmt.Sprintf("jobs[%d]: ", i), err)
+			}
+			reply(err)
+			return
+		}
+	}
+	batch := persistence.NewBatch(e.cfg.EnqueueSync)
+	for _, key := range createdOrder {
+		b := *created[key]
+		e.budgets[key] = &budgetEntry{budget: b, bound: make(map[uint32]int)}
+		e.out.spawnBudget(b)
+		batch.PutBudget(&b)
+	}
+	views := make([]*protocol.JobView, len(m.Jobs))
+	for i, nj := range m.Jobs {
+		job := nj.Job
+		job.ID = e.ids.Next(now)
+		if !nj.ReadyAtSet {
+			job.ReadyAt = now
+		}
+		job.Attempts = 0
+		en := &entry{job: &job}
+		if job.ReadyAt > now {
+			job.Status = protocol.StatusScheduled
+		} else {
+			job.Status = protocol.StatusReady
+		}
+		e.jobs[job.ID] = en
+		e.queueCounts[job.Queue]++
+		e.bind(&job)
+		batch.PutJob(&job)
+		views[i] = job.EnqueueView(now, false, false)
+		if job.Status == protocol.StatusScheduled {
+			en.state = stScheduled
+			e.out.schedule(job.ID, job.ReadyAt)
+		} else {
+			e.makeReady(en)
+		}
+	}
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			reply(err)
+			return
+		}
+		reply(&EnqueueJobsResponse{Jobs: views})
+	})
+	e.pump(now)
+}
+
+// resolveBindings checks that every budget a job binds to exists (or is
+// created by its create_with, counted against the limit) and that the cost
+// fits the authoritative definition.
+func (e *engine) resolveBindings(now uint64, nj *protocol.NewJob, created map[string]*protocol.Budget, order *[]string) error {
+	for _, b := range nj.Bindings {
+		var def protocol.Definition
+		if be := e.budgets[b.Key]; be != nil {
+			def = be.budget.Definition()
+		} else if c := created[b.Key]; c != nil {
+			def = c.Definition()
+		} else if b.CreateWith != nil {
+			if err := e.checkBudgetLimit(b.Key, len(created)); err != nil {
+				return err
+			}
+			def = *b.CreateWith
+			created[b.Key] = &protocol.Budget{Key: b.Key, Allocation: def.Allocation, Strategy: def.Strategy, CreatedAt: now, UpdatedAt: now}
+			*order = append(*order, b.Key)
+		} else {
+			return protocol.Unprocessable("budget '%s' does not exist. Create it first or pass create_with.", b.Key)
+		}
+		if err := def.CheckCost(b.Key, b.Cost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *engine) checkBudgetLimit(key string, pending int) error {
+	if e.cfg.MaxBudgets > 0 && len(e.budgets)+pending >= e.cfg.MaxBudgets {
+		return protocol.Unprocessable("budget '%s' cannot be created: the limit of %d budgets has been reached", key, e.cfg.MaxBudgets)
+	}
+	return nil
+}
+
+// bind counts an unfinished job against its budgets.
+func (e *engine) bind(j *protocol.Job) {
+	for _, b := range j.Budgets {
+		if be := e.budgets[b.Key]; be != nil {
+			be.bound[b.Cost]++
+			be.boundTotal++
+		}
+	}
+}
+
+// unbind stops counting a job that finished or was deleted.
+func (e *engine) unbind(j *protocol.Job) {
+	for _, b := range j.Budgets {
+		if be := e.budgets[b.Key]; be != nil {
+			if be.bound[b.Cost]--; be.bound[b.Cost] <= 0 {
+				delete(be.bound, b.Cost)
+			}
+			be.boundTotal--
+		}
+	}
+}
+
+// ---------------------------------------------------------------- dispatch
+
+func (e *engine) makeReady(en *entry) {
+	en.state = stReady
+	en.parkedOn = ""
+	en.stream = nil
+	en.resv = nil
+	e.ready.add(readyItem{priority: en.job.Priority, id: en.job.ID, queue: en.job.Queue})
+	e.tracer.job(EventReady, en.job.ID, en.job.Queue, 0)
+}
+
+func (e *engine) globalFull() bool {
+	return e.cfg.GlobalInFlightLimit > 0 && e.inFlightTotal+e.reservingTotal >= e.cfg.GlobalInFlightLimit
+}
+
+// room is how many more jobs the stream may be given now.
+func (s *stream) room() int {
+	if s.closed || s.writerBusy {
+		return 0
+	}
+	if s.prefetch == 0 {
+		if len(s.outbox) == 0 && s.reserving == 0 {
+			return 1
+		}
+		return 0
+	}
+	return s.prefetch - len(s.inFlight) - s.reserving
+}
+
+// pump hands ready jobs to streams with room, one job per stream per round
+// so streams share fairly, until no stream can take or no job qualifies.
+func (e *engine) pump(now uint64) {
+	if len(e.order) > 0 && e.ready.len() > 0 {
+		n := len(e.order)
+		start := e.rr % n
+		e.rr++
+		for progress := true; progress && !e.globalFull(); {
+			progress = false
+			for k := 0; k < n && !e.globalFull(); k++ {
+				s := e.order[(start+k)%n]
+				if s.room() <= 0 {
+					continue
+				}
+				it, ok := e.ready.best(s.queues)
+				if !ok {
+					continue
+				}
+				e.ready.remove(it)
+				en := e.jobs[it.id]
+				if len(en.job.Budgets) == 0 {
+					e.dispatch(now, en, s)
+				} else {
+					e.startReservation(en, s)
+				}
+				progress = true
+			}
+		}
+	}
+	e.flush()
+}
+
+// dispatch marks a job in flight on s; flush persists and delivers it.
+func (e *engine) dispatch(now uint64, en *entry, s *stream) {
+	en.state = stInFlight
+	en.stream = s
+	en.resv = nil
+	en.parkedOn = ""
+	en.job.Status = protocol.StatusInFlight
+	en.job.DequeuedAt = now
+	s.inFlight[en.job.ID] = en
+	e.inFlightTotal++
+	if len(s.outbox) == 0 {
+		e.flushPending = append(e.flushPending, s)
+	}
+	s.outbox = append(s.outbox, *en.job)
+	e.tracer.job(EventDispatched, en.job.ID, en.job.Queue, s.id)
+}
+
+// flush persists the in-flight state of every job dispatched since the last
+// flush in one batch, then delivers each stream its jobs.
+func (e *engine) flush() {
+	if len(e.flushPending) == 0 {
+		return
+	}
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	type delivery struct {
+		deliver func([]protocol.Job)
+		jobs    []protocol.Job
+	}
+	deliveries := make([]delivery, 0, len(e.flushPending))
+	for _, s := range e.flushPending {
+		if len(s.outbox) == 0 || s.writerBusy {
+			continue
+		}
+		for i := range s.outbox {
+			batch.PutJob(&s.outbox[i])
+		}
+		s.writerBusy = true
+		deliveries = append(deliveries, delivery{s.deliver, s.outbox})
+		s.outbox = nil
+	}
+	e.flushPending = e.flushPending[:0]
+	log := e.log
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			log.Error("persisting dispatched jobs failed; delivering anyway (at-least-once)", "err", err)
+		}
+		for _, d := range deliveries {
+			d.deliver(d.jobs)
+		}
+	})
+}
+
+func (e *engine) startReservation(en *entry, s *stream) {
+	bindings := append([]protocol.Binding(nil), en.job.Budgets...)
+	sort.Slice(bindings, func(i, j int) bool { return bindings[i].Key < bindings[j].Key })
+	en.state = stReserving
+	en.stream = s
+	en.resv = &reservation{bindings: bindings}
+	s.reserving++
+	e.reservingTotal++
+	e.askNext(en)
+}
+
+func (e *engine) askNext(en *entry) {
+	b := en.resv.bindings[en.resv.idx]
+	e.out.toBudget(b.Key, &ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}})
+}
+
+// endReservation gives the stream slot back.
+func (e *engine) endReservation(en *entry) {
+	if en.stream != nil {
+		en.stream.reserving--
+	}
+	e.reservingTotal--
+}
+
+// releaseHolds releases the holds a reservation was granted so far.
+func (e *engine) releaseHolds(en *entry) {
+	for _, b := range en.resv.bindings[:en.resv.idx] {
+		e.out.toBudget(b.Key, &ReleaseReservation{JobID: en.job.ID})
+	}
+}
+
+func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
+	en := e.jobs[m.JobID]
+	if en == nil || en.state != stReserving || en.resv.bindings[en.resv.idx].Key != m.Key {
+		if m.Granted { // the job left (deleted) while asking: give the hold back
+			e.out.toBudget(m.Key, &ReleaseReservation{JobID: m.JobID})
+		}
+		return
+	}
+	if !m.Granted {
+		e.releaseHolds(en)
+		e.endReservation(en)
+		en.state = stParked
+		en.parkedOn = m.Key
+		en.stream = nil
+		en.resv = nil
+		e.pump(now)
+		return
+	}
+	en.resv.idx++
+	if en.resv.idx < len(en.resv.bindings) {
+		e.askNext(en)
+		return
+	}
+	s := en.stream
+	e.endReservation(en)
+	if s.closed {
+		e.releaseHolds(en)
+		e.makeReady(en)
+		e.pump(now)
+		return
+	}
+	for _, b := range en.resv.bindings {
+		e.out.toBudget(b.Key, &CommitReservation{JobID: en.job.ID})
+	}
+	e.dispatch(now, en, s)
+	e.pump(now)
+}
+
+func (e *engine) onJobsWoken(now uint64, m *JobsWoken) {
+	for _, id := range m.JobIDs {
+		en := e.jobs[id]
+		if en != nil && en.state == stParked && en.parkedOn == m.Key {
+			e.makeReady(en)
+		}
+	}
+	e.pump(now)
+}
+
+func (e *engine) onJobsDue(now uint64, ids []string) {
+	for _, id := range ids {
+		en := e.jobs[id]
+		if en != nil && en.state == stScheduled {
+			en.job.Status = protocol.StatusReady
+			e.makeReady(en)
+		}
+	}
+	e.pump(now)
+}
+
+// leaveInFlight takes a job off its stream and returns its tokens.
+func (e *engine) leaveInFlight(en *entry) {
+	if s := en.stream; s != nil {
+		delete(s.inFlight, en.job.ID)
+	}
+	en.stream = nil
+	e.inFlightTotal--
+	for _, b := range en.job.Budgets {
+		e.out.toBudget(b.Key, &ReturnTokens{JobID: en.job.ID, Cost: b.Cost})
+	}
+}
+
+// detach removes an unfinished job from wherever it waits (not in flight).
+func (e *engine) detach(en *entry) {
+	switch en.state {
+	case stReady:
+		e.ready.remove(readyItem{priority: en.job.Priority, id: en.job.ID, queue: en.job.Queue})
+	case stReserving:
+		e.releaseHolds(en)
+		e.endReservation(en)
+	case stParked:
+		e.out.toBudget(en.parkedOn, &UnparkJob{JobID: en.job.ID})
+	case stScheduled:
+		e.out.unschedule(en.job.ID)
+	case stInFlight:
+		e.leaveInFlight(en)
+	}
+}
+
+// ---------------------------------------------------------------- streams
+
+func (e *engine) openStream(now uint64, m *OpenStream, reply func(any)) {
+	e.nextStream++
+	s := &stream{id: e.nextStream, prefetch: m.Prefetch, workerID: m.WorkerID, inFlight: make(map[string]*entry), deliver: m.Deliver}
+	if len(m.Queues) > 0 {
+		s.queues = make(map[string]bool, len(m.Queues))
+		for _, q := range m.Queues {
+			s.queues[q] = true
+		}
+	}
+	e.streams[s.id] = s
+	e.order = append(e.order, s)
+	e.publishConsumed()
+	reply(&OpenStreamResponse{StreamID: s.id})
+	e.pump(now)
+}
+
+func (e *engine) streamWritten(now uint64, id uint64) {
+	if s := e.streams[id]; s != nil {
+		s.writerBusy = false
+		if len(s.outbox) > 0 {
+			e.flushPending = append(e.flushPending, s)
+		}
+		e.pump(now)
+	}
+}
+
+func (e *engine) closeStream(now uint64, id uint64, reply func(any)) {
+	s := e.streams[id]
+	if s == nil {
+		reply(&Done{})
+		return
+	}
+	s.closed = true
+	delete(e.streams, id)
+	for i, o := range e.order {
+		if o == s {
+			e.order = append(e.order[:i], e.order[i+1:]...)
+			break
+		}
+	}
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	ids := make([]string, 0, len(s.inFlight))
+	for id := range s.inFlight {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		en := s.inFlight[id]
+		e.leaveInFlight(en)
+		en.job.Status = protocol.StatusReady
+		batch.PutJob(en.job)
+		e.makeReady(en)
+		e.tracer.job(EventRequeued, en.job.ID, en.job.Queue, s.id)
+	}
+	s.outbox = nil
+	e.publishConsumed()
+	e.out.persist(batch, func(error) { reply(&Done{}) })
+	e.pump(now)
+}
+
+// publishConsumed recomputes the set of consumed queues and tells budgets
+// when it changed.
+func (e *engine) publishConsumed() {
+	all := false
+	queues := make(map[string]bool)
+	for _, s := range e.order {
+		if s.queues == nil {
+			all = true
+		}
+		for q := range s.queues {
+			queues[q] = true
+		}
+	}
+	if e.consumed.set(all, queues) {
+		e.out.queuesChanged()
+	}
+}
+
+// ---------------------------------------------------------------- acks and failures
+
+func (e *engine) ack(now uint64, ids []string, reply func(any)) {
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	var notFound []string
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		en := e.jobs[id]
+		if en == nil || en.state != stInFlight {
+			notFound = append(notFound, id)
+			continue
+		}
+		e.leaveInFlight(en)
+		e.tracer.job(EventAcked, id, en.job.Queue, 0)
+		retention := uint64(e.cfg.CompletedRetention / time.Millisecond)
+		if r := en.job.Retention; r != nil && r.CompletedMs != nil {
+			retention = *r.CompletedMs
+		}
+		en.job.Status = protocol.StatusCompleted
+		e.finish(now, en, retention, batch, true)
+	}
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			reply(err)
+			return
+		}
+		reply(&AckJobsResponse{NotFound: notFound})
+	})
+	e.pump(now)
+}
+
+// finish ends an unfinished job as completed or dead: it is deleted at once
+// when retention is 0, else kept until now+retention.
+func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persistence.Batch, completed bool) {
+	j := en.job
+	delete(e.jobs, j.ID)
+	e.unbind(j)
+	if retention == 0 {
+		e.queueCounts[j.Queue]--
+		if e.queueCounts[j.Queue] <= 0 {
+			delete(e.queueCounts, j.Queue)
+		}
+		batch.DeleteJob(j.ID, j.Attempts)
+		return
+	}
+	if completed {
+		j.CompletedAt = now
+	}
+	j.PurgeAt = now + retention
+	batch.PutJob(j)
+	e.addTerminal(j)
+}
+
+func (e *engine) addTerminal(j *protocol.Job) {
+	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts}
+	e.terminal[j.ID] = t
+	if t.purgeAt != 0 {
+		e.purgeOrder.ReplaceOrInsert(t)
+	}
+}
+
+func (e *engine) fail(now uint64, m *FailJob, reply func(any)) {
+	en := e.jobs[m.ID]
+	if en == nil || en.state != stInFlight {
+		reply(protocol.ErrNotInFlight)
+		return
+	}
+	j := en.job
+	e.leaveInFlight(en)
+	e.tracer.job(EventFailed, j.ID, j.Queue, 0)
+	j.Attempts++
+	j.FailedAt = now
+	rec := &protocol.ErrorRecord{Attempt: j.Attempts, Message: *m.Req.Message, DequeuedAt: j.DequeuedAt, FailedAt: now}
+	if m.Req.ErrorType != nil {
+		rec.ErrorType = *m.Req.ErrorType
+	}
+	if m.Req.Backtrace != nil {
+		rec.Backtrace = *m.Req.Backtrace
+	}
+	retryLimit := e.cfg.DefaultRetryLimit
+	if j.RetryLimit != nil {
+		retryLimit = *j.RetryLimit
+	}
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	var view *protocol.JobView
+	switch {
+	case m.Req.Kill != nil && *m.Req.Kill, m.Req.RetryAt == nil && j.Attempts > retryLimit:
+		j.Status = protocol.StatusDead
+		retention := uint64(e.cfg.DeadRetention / time.Millisecond)
+		if r := j.Retention; r != nil && r.DeadMs != nil {
+			retention = *r.DeadMs
+		}
+		if retention > 0 {
+			batch.PutError(j.ID, rec)
+		}
+		e.finish(now, en, retention, batch, false)
+		view = j.View(now, false)
+	default:
+		if m.Req.RetryAt != nil {
+			j.ReadyAt = *m.Req.RetryAt
+		} else {
+			j.ReadyAt = now + e.backoff(j)
+		}
+		j.Status = protocol.StatusScheduled
+		batch.PutError(j.ID, rec)
+		batch.PutJob(j)
+		view = j.View(now, false)
+		view.Status = protocol.StatusScheduled
+		en.state = stScheduled
+		e.out.schedule(j.ID, j.ReadyAt)
+	}
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			reply(err)
+			return
+		}
+		reply(&JobResponse{Job: view})
+	})
+	e.pump(now)
+}
+
+// backoff is delay_ms = floor(attempts^exponent*1000 + base_ms + U*jitter_ms*attempts).
+func (e *engine) backoff(j *protocol.Job) uint64 {
+	b := e.cfg.DefaultBackoff
+	if j.Backoff != nil {
+		b = *j.Backoff
+	}
+	a := float64(j.Attempts)
+	d := math.Pow(a, b.Exponent)*1000 + float64(b.BaseMs) + e.cfg.Random()*float64(b.JitterMs)*a
+	if d > float64(math.MaxInt64/2) || math.IsNaN(d) {
+		d = float64(math.MaxInt64 / 2)
+	}
+	return uint64(math.Floor(d))
+}
+
+// ---------------------------------------------------------------- deletes
+
+func (e *engine) deleteJob(now uint64, id string, reply func(any)) {
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	if en := e.jobs[id]; en != nil {
+		e.detach(en)
+		delete(e.jobs, id)
+		e.unbind(en.job)
+		e.decQueue(en.job.Queue)
+		batch.DeleteJob(id, en.job.Attempts)
+	} else if t, ok := e.terminal[id]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
+		e.dropTerminal(t)
+		batch.DeleteJob(id, t.attempts)
+	} else {
+		reply(protocol.ErrJobNotFound)
+		return
+	}
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			reply(err)
+			return
+		}
+		reply(&Done{})
+	})
+	e.pump(now)
+}
+
+func (e *engine) dropTerminal(t terminalJob) {
+	delete(e.terminal, t.id)
+	e.purgeOrder.Delete(t)
+	e.decQueue(t.queue)
+}
+
+func (e *engine) decQueue(q string) {
+	if e.queueCounts[q]--; e.queueCounts[q] <= 0 {
+		delete(e.queueCounts, q)
+	}
+}
+
+// reap deletes retained finished jobs past purge_at, up to 1000 per call.
+func (e *engine) reap(now uint64) {
+	batch := persistence.NewBatch(false)
+	n := 0
+	for n < 1000 {
+		t, ok := e.purgeOrder.Min()
+		if !ok || t.purgeAt > now {
+			break
+		}
+		e.dropTerminal(t)
+		batch.DeleteJob(t.id, t.attempts)
+		n++
+	}
+	e.out.persist(batch, nil)
+}
+
+func (e *engine) reset(now uint64, reply func(any)) {
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	for id, en := range e.jobs {
+		batch.DeleteJob(id, en.job.Attempts)
+	}
+	for id, t := range e.terminal {
+		batch.DeleteJob(id, t.attempts)
+	}
+	for key := range e.budgets {
+		batch.DeleteBudget(key)
+		e.out.stopBudget(key)
+	}
+	e.jobs = make(map[string]*entry)
+	e.ready = newReadyIndex()
+	e.terminal = make(map[string]terminalJob)
+	e.purgeOrder.Clear(false)
+	e.queueCounts = make(map[string]int)
+	e.budgets = make(map[string]*budgetEntry)
+	for _, s := range e.streams {
+		s.inFlight = make(map[string]*entry)
+		s.reserving = 0
+		s.outbox = nil
+	}
+	e.inFlightTotal = 0
+	e.reservingTotal = 0
+	e.out.clearSchedule()
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			reply(err)
+			return
+		}
+		reply(&Done{})
+	})
+}
+
+func (e *engine) listQueues() []string {
+	out := make([]string, 0, len(e.queueCounts))
+	for q := range e.queueCounts {
+		out = append(out, q)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ---------------------------------------------------------------- budgets
+
+func budgetNotFound(key string) error {
+	return &protocol.Error{Code: protocol.CodeNotFound, Message: fmt.Sprintf("budget '%s' not found", key)}
+}
+
+func (e *engine) getBudget(key string) (any, error) {
+	be := e.budgets[key]
+	if be == nil {
+		return nil, budgetNotFound(key)
+	}
+	return &BudgetResponse{Budget: be.budget}, nil
+}
+
+func (e *engine) listBudgets() *BudgetsResponse {
+	keys := make([]string, 0, len(e.budgets))
+	for k := range e.budgets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]protocol.Budget, len(keys))
+	for i, k := range keys {
+		out[i] = e.budgets[k].budget
+	}
+	return &BudgetsResponse{Budgets: out}
+}
+
+func (e *engine) createBudget(now uint64, m *CreateBudget, reply func(any)) {
+	if be := e.budgets[m.Key]; be != nil {
+		if !m.Replace {
+			reply(protocol.Errorf(protocol.CodeConflict, "budget '%s' already exists", m.Key))
+			return
+		}
+		e.replaceBudget(now, be, m.Definition, reply)
+		return
+	}
+	if err := e.checkBudgetLimit(m.Key, 0); err != nil {
+		reply(err)
+		return
+	}
+	b := protocol.Budget{Key: m.Key, Allocation: m.Definition.Allocation, Strategy: m.Definition.Strategy, CreatedAt: now, UpdatedAt: now}
+	e.budgets[m.Key] = &budgetEntry{budget: b, bound: make(map[uint32]int)}
+	e.out.spawnBudget(b)
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	batch.PutBudget(&b)
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			reply(err)
+			return
+		}
+		reply(&BudgetResponse{Budget: b, Created: true})
+	})
+}
+
+func (e *engine) patchBudget(now uint64, m *PatchBudget, reply func(any)) {
+	be := e.budgets[m.Key]
+	if be == nil {
+		reply(budgetNotFound(m.Key))
+		return
+	}
+	def, err := m.Patch.Apply(be.budget.Definition())
+	if err != nil {
+		reply(err)
+		return
+	}
+	e.replaceBudget(now, be, def, reply)
+}
+
+// replaceBudget applies a new definition after checking that every bound
+// unfinished job still fits (allocation first, then burst).
+func (e *engine) replaceBudget(now uint64, be *budgetEntry, def protocol.Definition, reply func(any)) {
+	key := be.budget.Key
+	if n, c := be.costsAbove(def.Allocation); n > 0 {
+		reply(protocol.Unprocessable("budget '%s' cannot allocate %d: %d unfinished %s draw up to %d from it. Raise the allocation, delete them, or wait for them to drain.", key, def.Allocation, n, plural(n, "job", "jobs"), c))
+		return
+	}
+	if def.Strategy.Type == protocol.TimeBased && def.Strategy.Burst > 0 {
+		if n, c := be.costsAbove(def.Strategy.Burst); n > 0 {
+			reply(protocol.Unprocessable("budget '%s' cannot burst %d: %d unfinished %s draw up to %d from it. Raise the burst, delete them, or wait for them to drain.", key, def.Strategy.Burst, n, plural(n, "job", "jobs"), c))
+			return
+		}
+	}
+	be.budget.Allocation = def.Allocation
+	be.budget.Strategy = def.Strategy
+	be.budget.UpdatedAt = now
+	b := be.budget
+	e.out.toBudget(key, &ApplyDefinition{Definition: def})
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	batch.PutBudget(&b)
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			reply(err)
+			return
+		}
+		reply(&BudgetResponse{Budget: b})
+	})
+}
+
+// costsAbove counts bound unfinished jobs costing more than limit and
+// returns the largest such cost.
+func (be *budgetEntry) costsAbove(limit uint32) (n int, largest uint32) {
+	for cost, count := range be.bound {
+		if cost > limit {
+			n += count
+			if cost > largest {
+				largest = cost
+			}
+		}
+	}
+	return n, largest
+}
+
+func (e *engine) deleteBudget(m *DeleteBudget, reply func(any)) {
+	be := e.budgets[m.Key]
+	if be == nil {
+		reply(budgetNotFound(m.Key))
+		return
+	}
+	if be.boundTotal > 0 {
+		reply(protocol.Errorf(protocol.CodeConflict, "budget '%s' is referenced by %d unfinished %s. Delete them or wait for them to finish before deleting it.", m.Key, be.boundTotal, plural(be.boundTotal, "job", "jobs")))
+		return
+	}
+	delete(e.budgets, m.Key)
+	e.out.stopBudget(m.Key)
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	batch.DeleteBudget(m.Key)
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			reply(err)
+			return
+		}
+		reply(&Done{})
+	})
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,281 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// Config configures the engine.
+type Config struct {
+	Engine EngineConfig
+	Store  *persistence.Store
+	Logger *slog.Logger
+	// Clock defaults to the system clock; Timers to protoactor's scheduler.
+	Clock  Clock
+	Timers Timers
+	// Tracer receives dispatch events (optional).
+	Tracer *Tracer
+	// RequestTimeout bounds one request to the queue actor (default 60 s).
+	RequestTimeout time.Duration
+}
+
+// WithDefaults fills in zero values.
+func (c EngineConfig) WithDefaults() EngineConfig {
+	if c.DefaultRetryLimit == 0 {
+		c.DefaultRetryLimit = 25
+	}
+	if c.Random == nil {
+		c.Random = rand.Float64
+	}
+	return c
+}
+
+// Engine is the facade other packages call: typed methods that ask the
+// queue actor and wait for its answer. It runs outside any actor, so it may
+// block.
+type Engine struct {
+	system  *actor.ActorSystem
+	queue   *actor.PID
+	store   *persistence.Store
+	clock   Clock
+	timeout time.Duration
+	tracer  *Tracer
+	stats   StartupStats
+
+	stopOnce sync.Once
+}
+
+// Start spawns the actors, rebuilds memory from the store and returns when
+// the engine is ready to serve.
+func Start(cfg Config) (*Engine, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 60 * time.Second
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = NewTracer()
+	}
+	log := cfg.Logger
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return log.With("component", "protoactor")
+	}))
+	if cfg.Timers == nil {
+		cfg.Timers = NewActorTimers(system.Root)
+	}
+	qa := &queueActor{
+		cfg:      cfg.Engine.WithDefaults(),
+		store:    cfg.Store,
+		clock:    cfg.Clock,
+		timers:   cfg.Timers,
+		log:      log.With("component", "queue"),
+		tracer:   cfg.Tracer,
+		consumed: newConsumedSet(),
+		root:     system.Root,
+	}
+	props := actor.PropsFromProducer(func() actor.Actor { return qa },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(3, time.Minute, actor.DefaultDecider)))
+	pid, err := system.Root.SpawnNamed(props, "queue")
+	if err != nil {
+		system.Shutdown()
+		return nil, fmt.Errorf("actors.Start: spawn queue: %w", err)
+	}
+	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer}
+	res, err := e.call(context.Background(), &startupStatsRequest{})
+	if err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("actors.Start: load: %w", err)
+	}
+	e.stats = *res.(*StartupStats)
+	return e, nil
+}
+
+// Stats returns what recovery found at start.
+func (e *Engine) Stats() StartupStats { return e.stats }
+
+// Tracer returns the engine's tracer.
+func (e *Engine) Tracer() *Tracer { return e.tracer }
+
+// Stop stops every actor. It is safe to call more than once.
+func (e *Engine) Stop() {
+	e.stopOnce.Do(func() {
+		_ = e.system.Root.StopFuture(e.queue).Wait()
+		e.system.Shutdown()
+	})
+}
+
+// call sends msg to the queue actor and waits for the answer; an answer
+// that is an error is returned as the error.
+func (e *Engine) call(ctx context.Context, msg queueMsg) (any, error) {
+	timeout := e.timeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	res, err := e.system.Root.RequestFuture(e.queue, msg, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("actors: %T: %w", msg, err)
+	}
+	if rerr, ok := res.(error); ok {
+		return nil, rerr
+	}
+	return res, nil
+}
+
+func (e *Engine) now() uint64 { return millis(e.clock.Now()) }
+
+// Enqueue adds validated jobs atomically; bulk prefixes errors with the
+// job's index.
+func (e *Engine) Enqueue(ctx context.Context, jobs []*protocol.NewJob, bulk bool) ([]*protocol.JobView, error) {
+	res, err := e.call(ctx, &EnqueueJobs{Jobs: jobs, Bulk: bulk})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*EnqueueJobsResponse).Jobs, nil
+}
+
+// Ack reports success for the given in-flight jobs and returns the IDs that
+// were not in flight.
+func (e *Engine) Ack(ctx context.Context, ids []string) ([]string, error) {
+	res, err := e.call(ctx, &AckJobs{IDs: ids})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*AckJobsResponse).NotFound, nil
+}
+
+// Fail reports a failure of an in-flight job.
+func (e *Engine) Fail(ctx context.Context, id string, req *protocol.FailureRequest) (*protocol.JobView, error) {
+	res, err := e.call(ctx, &FailJob{ID: id, Req: req})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*JobResponse).Job, nil
+}
+
+// GetJob reads a job from the store (with payload).
+func (e *Engine) GetJob(ctx context.Context, id string) (*protocol.JobView, error) {
+	j, err := e.store.GetJob(id)
+	if err != nil {
+		return nil, err
+	}
+	now := e.now()
+	if j.Purged(now) {
+		return nil, protocol.ErrJobNotFound
+	}
+	return j.View(now, true), nil
+}
+
+// DeleteJob deletes a job in any status.
+func (e *Engine) DeleteJob(ctx context.Context, id string) error {
+	_, err := e.call(ctx, &DeleteJob{ID: id})
+	return err
+}
+
+// Reset deletes every job and budget.
+func (e *Engine) Reset(ctx context.Context) error {
+	_, err := e.call(ctx, &ResetAll{})
+	return err
+}
+
+// Queues lists the distinct queue names of stored jobs.
+func (e *Engine) Queues(ctx context.Context) ([]string, error) {
+	res, err := e.call(ctx, &ListQueues{})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*QueuesResponse).Queues, nil
+}
+
+// OpenStream registers a take stream; see OpenStream's fields.
+func (e *Engine) OpenStream(ctx context.Context, m *OpenStream) (uint64, error) {
+	res, err := e.call(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	return res.(*OpenStreamResponse).StreamID, nil
+}
+
+// StreamWritten tells the queue a stream finished writing its last batch.
+func (e *Engine) StreamWritten(id uint64) {
+	e.system.Root.Send(e.queue, &StreamWritten{StreamID: id})
+}
+
+// CloseStream ends a stream and waits until its in-flight jobs are durably
+// back to ready.
+func (e *Engine) CloseStream(ctx context.Context, id uint64) error {
+	_, err := e.call(ctx, &CloseStream{StreamID: id})
+	return err
+}
+
+// Budgets lists every budget by key.
+func (e *Engine) Budgets(ctx context.Context) ([]protocol.Budget, error) {
+	res, err := e.call(ctx, &ListBudgets{})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*BudgetsResponse).Budgets, nil
+}
+
+// GetBudget returns one budget.
+func (e *Engine) GetBudget(ctx context.Context, key string) (*protocol.Budget, error) {
+	res, err := e.call(ctx, &GetBudget{Key: key})
+	if err != nil {
+		return nil, err
+	}
+	b := res.(*BudgetResponse).Budget
+	return &b, nil
+}
+
+// CreateBudget creates a budget (replace: or replaces it) and reports
+// whether it was created.
+func (e *Engine) CreateBudget(ctx context.Context, key string, def protocol.Definition, replace bool) (*protocol.Budget, bool, error) {
+	res, err := e.call(ctx, &CreateBudget{Key: key, Definition: def, Replace: replace})
+	if err != nil {
+		return nil, false, err
+	}
+	r := res.(*BudgetResponse)
+	return &r.Budget, r.Created, nil
+}
+
+// PatchBudget merges a patch onto a budget.
+func (e *Engine) PatchBudget(ctx context.Context, key string, p *protocol.BudgetPatch) (*protocol.Budget, error) {
+	res, err := e.call(ctx, &PatchBudget{Key: key, Patch: p})
+	if err != nil {
+		return nil, err
+	}
+	b := res.(*BudgetResponse).Budget
+	return &b, nil
+}
+
+// DeleteBudget deletes a budget.
+func (e *Engine) DeleteBudget(ctx context.Context, key string) error {
+	_, err := e.call(ctx, &DeleteBudget{Key: key})
+	return err
+}
+
+// BudgetState returns the live state of a budget's pool.
+func (e *Engine) BudgetState(ctx context.Context, key string) (*BudgetState, error) {
+	res, err := e.call(ctx, &budgetStateQuery{Key: key})
+	if err != nil {
+		return nil, err
+	}
+	s, ok := res.(*BudgetState)
+	if !ok {
+		return nil, errors.New("actors: unexpected budget state answer")
+	}
+	return s, nil
+}

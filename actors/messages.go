@@ -1,0 +1,224 @@
+package actors
+
+import (
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// Messages of the budget actor. The queue actor sends them; the budget
+// actor answers reservations with ReserveResponse and wakes parked jobs
+// with JobsWoken, both sent back to the queue actor.
+
+type budgetMsg interface{ isBudgetMsg() }
+
+// ReserveRequest asks a budget to hold Job.Cost tokens for a dispatch.
+type ReserveRequest struct{ Job JobRef }
+
+// CommitReservation turns a granted hold into a debit (the job dispatches).
+type CommitReservation struct{ JobID string }
+
+// ReleaseReservation drops a granted hold that will not be committed.
+type ReleaseReservation struct{ JobID string }
+
+// ReturnTokens tells a budget that a dispatched job stopped being in flight.
+type ReturnTokens struct {
+	JobID string
+	Cost  uint32
+}
+
+// UnparkJob removes a job from the budget's parked list.
+type UnparkJob struct{ JobID string }
+
+// ApplyDefinition replaces the budget's definition.
+type ApplyDefinition struct{ Definition protocol.Definition }
+
+// QueuesChanged says the set of consumed queues changed.
+type QueuesChanged struct{}
+
+// BudgetStateRequest asks for a snapshot of the budget's live state.
+type BudgetStateRequest struct{}
+
+// budgetWake is the budget's own wake-timer message.
+type budgetWake struct{ gen uint64 }
+
+func (*ReserveRequest) isBudgetMsg()     {}
+func (*CommitReservation) isBudgetMsg()  {}
+func (*ReleaseReservation) isBudgetMsg() {}
+func (*ReturnTokens) isBudgetMsg()       {}
+func (*UnparkJob) isBudgetMsg()          {}
+func (*ApplyDefinition) isBudgetMsg()    {}
+func (*QueuesChanged) isBudgetMsg()      {}
+func (*BudgetStateRequest) isBudgetMsg() {}
+func (*budgetWake) isBudgetMsg()         {}
+
+// Messages the queue actor receives from budget actors.
+
+type queueMsg interface{ isQueueMsg() }
+
+// ReserveResponse answers a ReserveRequest.
+type ReserveResponse struct {
+	Key     string
+	JobID   string
+	Granted bool
+}
+
+// JobsWoken hands parked jobs back to the queue: their budget can now
+// afford them, in this order.
+type JobsWoken struct {
+	Key    string
+	JobIDs []string
+}
+
+func (*ReserveResponse) isQueueMsg() {}
+func (*JobsWoken) isQueueMsg()       {}
+
+// BudgetState is a snapshot of a budget's pool.
+type BudgetState struct {
+	Key        string
+	Tokens     float64
+	InFlight   uint64
+	Held       uint64
+	Parked     int
+	HeadID     string
+	HeadCost   uint32
+	WakeAt     uint64
+	Dispatches uint64
+	Refusals   uint64
+}
+
+// Requests the facade sends to the queue actor. Each is answered (after
+// its writes are durable) with the matching response or a *protocol.Error.
+
+// EnqueueJobs adds validated jobs; Bulk prefixes errors with "jobs[i]: ".
+type EnqueueJobs struct {
+	Jobs []*protocol.NewJob
+	Bulk bool
+}
+
+// EnqueueJobsResponse lists the enqueued jobs in request order.
+type EnqueueJobsResponse struct{ Jobs []*protocol.JobView }
+
+// AckJobs reports success for in-flight jobs.
+type AckJobs struct{ IDs []string }
+
+// AckJobsResponse lists the IDs that were not in flight.
+type AckJobsResponse struct{ NotFound []string }
+
+// FailJob reports a failure of an in-flight job.
+type FailJob struct {
+	ID  string
+	Req *protocol.FailureRequest
+}
+
+// JobResponse carries one job view.
+type JobResponse struct{ Job *protocol.JobView }
+
+// DeleteJob deletes one job in any status.
+type DeleteJob struct{ ID string }
+
+// ResetAll deletes every job and budget.
+type ResetAll struct{}
+
+// ListQueues asks for the distinct queue names of stored jobs.
+type ListQueues struct{}
+
+// QueuesResponse lists queue names in byte order.
+type QueuesResponse struct{ Queues []string }
+
+// OpenStream registers a take stream. Deliver is called (from another
+// goroutine, never blocking) with each batch of dispatched jobs once their
+// in-flight state is durable; the stream then reports StreamWritten.
+type OpenStream struct {
+	Queues   []string // empty: all queues
+	Prefetch int      // 0: unlimited, one job per batch
+	WorkerID string
+	Deliver  func([]protocol.Job)
+}
+
+// OpenStreamResponse names the new stream.
+type OpenStreamResponse struct{ StreamID uint64 }
+
+// StreamWritten says the stream wrote its last batch and can take more.
+type StreamWritten struct{ StreamID uint64 }
+
+// CloseStream ends a stream; its in-flight jobs return to ready.
+type CloseStream struct{ StreamID uint64 }
+
+// Done answers requests that return nothing but success.
+type Done struct{}
+
+// GetBudget asks for one budget.
+type GetBudget struct{ Key string }
+
+// ListBudgets asks for every budget, by key.
+type ListBudgets struct{}
+
+// BudgetResponse carries one budget; Created is true when it was new.
+type BudgetResponse struct {
+	Budget  protocol.Budget
+	Created bool
+}
+
+// BudgetsResponse carries budgets in key order.
+type BudgetsResponse struct{ Budgets []protocol.Budget }
+
+// CreateBudget creates a budget (POST) or creates-or-replaces it (PUT).
+type CreateBudget struct {
+	Key        string
+	Definition protocol.Definition
+	Replace    bool
+}
+
+// PatchBudget merges a patch onto an existing budget.
+type PatchBudget struct {
+	Key   string
+	Patch *protocol.BudgetPatch
+}
+
+// DeleteBudget deletes a budget no unfinished job is bound to.
+type DeleteBudget struct{ Key string }
+
+// JobsDue is sent by the scheduler: these scheduled jobs reached ready_at.
+type JobsDue struct{ IDs []string }
+
+// reapTick is the queue actor's periodic retention reaper.
+type reapTick struct{}
+
+func (*EnqueueJobs) isQueueMsg()   {}
+func (*AckJobs) isQueueMsg()       {}
+func (*FailJob) isQueueMsg()       {}
+func (*DeleteJob) isQueueMsg()     {}
+func (*ResetAll) isQueueMsg()      {}
+func (*ListQueues) isQueueMsg()    {}
+func (*OpenStream) isQueueMsg()    {}
+func (*StreamWritten) isQueueMsg() {}
+func (*CloseStream) isQueueMsg()   {}
+func (*GetBudget) isQueueMsg()     {}
+func (*ListBudgets) isQueueMsg()   {}
+func (*CreateBudget) isQueueMsg()  {}
+func (*PatchBudget) isQueueMsg()   {}
+func (*DeleteBudget) isQueueMsg()  {}
+func (*JobsDue) isQueueMsg()       {}
+func (*reapTick) isQueueMsg()      {}
+
+// Messages of the scheduler actor.
+
+type schedulerMsg interface{ isSchedulerMsg() }
+
+// ScheduleJob adds or moves a job in the scheduled set.
+type ScheduleJob struct {
+	ID      string
+	ReadyAt uint64
+}
+
+// UnscheduleJob removes a job from the scheduled set.
+type UnscheduleJob struct{ ID string }
+
+// ClearSchedule empties the scheduled set.
+type ClearSchedule struct{}
+
+type schedulerTick struct{ gen uint64 }
+
+func (*ScheduleJob) isSchedulerMsg()   {}
+func (*UnscheduleJob) isSchedulerMsg() {}
+func (*ClearSchedule) isSchedulerMsg() {}
+func (*schedulerTick) isSchedulerMsg() {}

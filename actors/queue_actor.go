@@ -1,0 +1,235 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// queueActor owns every unfinished job, the ready index, the take streams
+// and the budget catalog (definitions and bound-job counts), so enqueue
+// checks, budget updates and deletes are serialised in one place.
+//
+// Owns: an engine (the plain state machine) and the PIDs of its children:
+// one budget actor per budget and the scheduler.
+// Accepts: the queueMsg set in messages.go (from the facade, budget actors
+// and the scheduler). Answers the facade's requests, after their writes are
+// durable, with the matching response or a *protocol.Error.
+// Supervisor: the root; it supervises its children one-for-one.
+// Writes: j/, e/ and b/ keys through the group committer (persistence).
+type queueActor struct {
+	cfg    EngineConfig
+	store  *persistence.Store
+	clock  Clock
+	timers Timers
+	log    *slog.Logger
+	tracer *Tracer
+
+	eng       *engine
+	consumed  *consumedSet
+	ctx       actor.Context
+	root      *actor.RootContext
+	scheduler *actor.PID
+	budgets   map[string]*actor.PID
+	stats     StartupStats
+	loadErr   error
+}
+
+// StartupStats describes what recovery found.
+type StartupStats struct {
+	Recovered int // in-flight jobs returned to ready
+	Ready     int
+	Scheduled int
+	Retained  int // finished jobs kept for retention
+	Budgets   int
+}
+
+type startupStatsRequest struct{}
+
+func (*startupStatsRequest) isQueueMsg() {}
+
+func (a *queueActor) Receive(ctx actor.Context) {
+	a.ctx = ctx
+	now := millis(a.clock.Now())
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.start(ctx, now)
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *startupStatsRequest:
+		if a.loadErr != nil {
+			ctx.Respond(a.loadErr)
+			return
+		}
+		ctx.Respond(&a.stats)
+	case *EnqueueJobs:
+		a.eng.enqueue(now, m, a.replier(ctx))
+	case *AckJobs:
+		a.eng.ack(now, m.IDs, a.replier(ctx))
+	case *FailJob:
+		a.eng.fail(now, m, a.replier(ctx))
+	case *DeleteJob:
+		a.eng.deleteJob(now, m.ID, a.replier(ctx))
+	case *ResetAll:
+		a.eng.reset(now, a.replier(ctx))
+	case *ListQueues:
+		ctx.Respond(&QueuesResponse{Queues: a.eng.listQueues()})
+	case *OpenStream:
+		a.eng.openStream(now, m, a.replier(ctx))
+	case *StreamWritten:
+		a.eng.streamWritten(now, m.StreamID)
+	case *CloseStream:
+		a.eng.closeStream(now, m.StreamID, a.replier(ctx))
+	case *ReserveResponse:
+		a.eng.onReserveResponse(now, m)
+	case *JobsWoken:
+		a.eng.onJobsWoken(now, m)
+	case *JobsDue:
+		a.eng.onJobsDue(now, m.IDs)
+	case *reapTick:
+		a.eng.reap(now)
+		a.armReaper()
+	case *GetBudget:
+		res, err := a.eng.getBudget(m.Key)
+		if err != nil {
+			ctx.Respond(err)
+			return
+		}
+		ctx.Respond(res)
+	case *ListBudgets:
+		ctx.Respond(a.eng.listBudgets())
+	case *CreateBudget:
+		a.eng.createBudget(now, m, a.replier(ctx))
+	case *PatchBudget:
+		a.eng.patchBudget(now, m, a.replier(ctx))
+	case *DeleteBudget:
+		a.eng.deleteBudget(m, a.replier(ctx))
+	case *budgetStateQuery:
+		pid := a.budgets[m.Key]
+		if pid == nil {
+			ctx.Respond(budgetNotFound(m.Key))
+			return
+		}
+		ctx.Forward(pid)
+	default:
+		a.log.Warn("queue actor: unknown message", "type", slog.AnyValue(m).String())
+	}
+}
+
+// replier returns a function that answers the current request's sender;
+// it may be called later from another goroutine (the group committer).
+func (a *queueActor) replier(ctx actor.Context) func(any) {
+	sender := ctx.Sender()
+	root := a.root
+	return func(m any) {
+		if sender != nil {
+			root.Send(sender, m)
+		}
+	}
+}
+
+// start rebuilds memory from the store (SPEC §3.9): budgets, then jobs;
+// in-flight jobs return to ready and that change is committed before the
+// actor serves anything.
+func (a *queueActor) start(ctx actor.Context, now uint64) {
+	a.budgets = make(map[string]*actor.PID)
+	a.scheduler = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return newSchedulerActor(ctx.Self(), a.clock, a.timers, a.log.With("component", "scheduler"))
+	}))
+	a.eng = newEngine(a.cfg, a, a.log, a.consumed, a.tracer)
+	budgets, err := a.store.LoadBudgets()
+	if err != nil {
+		a.loadErr = err
+		return
+	}
+	for _, b := range budgets {
+		a.eng.loadBudget(*b)
+	}
+	batch := persistence.NewBatch(true)
+	err = a.store.ScanJobs(func(j *protocol.Job) error {
+		if a.eng.loadJob(now, j, batch) {
+			a.stats.Recovered++
+		}
+		return nil
+	})
+	if err != nil {
+		a.loadErr = err
+		return
+	}
+	// Blocking here is deliberate and bounded: it happens once, before the
+	// listener opens, so recovery is durable before anything is served.
+	if err := a.store.Commit(context.Background(), batch); err != nil {
+		a.loadErr = err
+		return
+	}
+	for _, en := range a.eng.jobs {
+		if en.state == stScheduled {
+			a.stats.Scheduled++
+		} else {
+			a.stats.Ready++
+		}
+	}
+	a.stats.Retained = len(a.eng.terminal)
+	a.stats.Budgets = len(a.eng.budgets)
+	a.armReaper()
+}
+
+func (a *queueActor) armReaper() {
+	if a.cfg.ReaperInterval > 0 {
+		a.timers.SendOnce(a.cfg.ReaperInterval, a.ctx.Self(), &reapTick{})
+	}
+}
+
+// outbox implementation.
+
+func (a *queueActor) persist(b *persistence.Batch, done func(error)) {
+	a.store.Submit(b, done)
+}
+
+func (a *queueActor) toBudget(key string, msg budgetMsg) {
+	if pid := a.budgets[key]; pid != nil {
+		a.ctx.Send(pid, msg)
+	}
+}
+
+func (a *queueActor) spawnBudget(b protocol.Budget) {
+	self := a.ctx.Self()
+	now := millis(a.clock.Now())
+	core := newBudgetCore(b.Key, b.Definition(), now, a.consumed.has)
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return &budgetActor{core: core, queue: self, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer}
+	})
+	a.budgets[b.Key] = a.ctx.Spawn(props)
+}
+
+func (a *queueActor) stopBudget(key string) {
+	if pid := a.budgets[key]; pid != nil {
+		a.ctx.Stop(pid)
+		delete(a.budgets, key)
+	}
+}
+
+func (a *queueActor) schedule(id string, readyAt uint64) {
+	a.ctx.Send(a.scheduler, &ScheduleJob{ID: id, ReadyAt: readyAt})
+}
+
+func (a *queueActor) unschedule(id string) { a.ctx.Send(a.scheduler, &UnscheduleJob{ID: id}) }
+
+func (a *queueActor) clearSchedule() { a.ctx.Send(a.scheduler, &ClearSchedule{}) }
+
+func (a *queueActor) queuesChanged() {
+	for _, pid := range a.budgets {
+		a.ctx.Send(pid, &QueuesChanged{})
+	}
+}
+
+// budgetStateQuery asks the queue to forward a state request to a budget.
+type budgetStateQuery struct{ Key string }
+
+func (*budgetStateQuery) isQueueMsg() {}
+
+var _ = time.Second

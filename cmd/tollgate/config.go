@@ -1,0 +1,257 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// serveConfig is everything `tollgate serve` reads from flags and TOLLGATE_*
+// variables (SPEC §9).
+type serveConfig struct {
+	RootDir             string
+	Host                string
+	Port                int
+	TLSCert             string
+	TLSKey              string
+	TLSClientCA         string
+	LogLevel            string
+	LogFormat           string
+	LogDir              string
+	HeartbeatInterval   time.Duration
+	GlobalInFlightLimit int
+	DefaultRetryLimit   uint32
+	BackoffBase         time.Duration
+	BackoffExponent     float64
+	BackoffJitter       time.Duration
+	CompletedRetention  time.Duration
+	DeadRetention       time.Duration
+	ReaperInterval      time.Duration
+	DefaultCommitMode   persistence.CommitMode
+	EnqueueCommitMode   persistence.CommitMode
+	MaxBudgets          int
+}
+
+// durationValue is a flag.Value for SPEC §9 durations.
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := protocol.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+// commitModeValue is a flag.Value for buffered|fsync.
+type commitModeValue struct{ m *persistence.CommitMode }
+
+func (v commitModeValue) String() string {
+	if v.m == nil {
+		return ""
+	}
+	return string(*v.m)
+}
+
+func (v commitModeValue) Set(s string) error {
+	m, err := persistence.ParseCommitMode(s)
+	if err != nil {
+		return err
+	}
+	*v.m = m
+	return nil
+}
+
+type uint32Value struct{ v *uint32 }
+
+func (u uint32Value) String() string {
+	if u.v == nil {
+		return ""
+	}
+	return strconv.FormatUint(uint64(*u.v), 10)
+}
+
+func (u uint32Value) Set(s string) error {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return errors.New("expected a non-negative 32-bit integer")
+	}
+	*u.v = uint32(n)
+	return nil
+}
+
+// flagSpec ties a flag to its environment variable.
+type flagSpec struct {
+	name, env, usage string
+}
+
+// parseServe reads flags, then fills every flag not given on the command
+// line from its TOLLGATE_* variable.
+func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
+	cfg := &serveConfig{
+		RootDir:             "./tollgate-root",
+		Host:                "127.0.0.1",
+		Port:                7890,
+		LogLevel:            "info",
+		LogFormat:           "auto",
+		HeartbeatInterval:   3 * time.Second,
+		GlobalInFlightLimit: 1024,
+		DefaultRetryLimit:   25,
+		BackoffBase:         15 * time.Second,
+		BackoffExponent:     4.0,
+		BackoffJitter:       30 * time.Second,
+		DeadRetention:       7 * 24 * time.Hour,
+		ReaperInterval:      30 * time.Second,
+		DefaultCommitMode:   persistence.Buffered,
+		MaxBudgets:          8192,
+	}
+	enqueueMode := persistence.CommitMode("")
+	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	specs := []flagSpec{}
+	def := func(name, env, usage string) { specs = append(specs, flagSpec{name, env, usage}) }
+
+	fs.StringVar(&cfg.RootDir, "root-dir", cfg.RootDir, "")
+	def("root-dir", "TOLLGATE_ROOT_DIR", "data directory (created if missing); the store lives in <root>/data")
+	fs.StringVar(&cfg.Host, "host", cfg.Host, "")
+	def("host", "TOLLGATE_HOST", "listen address")
+	fs.IntVar(&cfg.Port, "port", cfg.Port, "")
+	def("port", "TOLLGATE_PORT", "listen port (0: any free port)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "")
+	def("tls-cert", "TOLLGATE_TLS_CERT", "PEM certificate chain; needs --tls-key")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "")
+	def("tls-key", "TOLLGATE_TLS_KEY", "PEM private key; needs --tls-cert")
+	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "")
+	def("tls-client-ca", "TOLLGATE_TLS_CLIENT_CA", "require client certificates signed by this CA; needs cert and key")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "")
+	def("log-level", "TOLLGATE_LOG_LEVEL", "trace|debug|info|warn|error")
+	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "")
+	def("log-format", "TOLLGATE_LOG_FORMAT", "pretty|compact|json; auto = pretty on a terminal, compact otherwise")
+	fs.StringVar(&cfg.LogDir, "log-dir", "", "")
+	def("log-dir", "TOLLGATE_LOG_DIR", "write logs to <dir>/tollgate.log instead of stdout")
+	fs.Var(durationValue{&cfg.HeartbeatInterval}, "heartbeat-interval", "")
+	def("heartbeat-interval", "TOLLGATE_HEARTBEAT_INTERVAL", "idle time before a take-stream heartbeat")
+	fs.IntVar(&cfg.GlobalInFlightLimit, "global-in-flight-limit", cfg.GlobalInFlightLimit, "")
+	fs.IntVar(&cfg.GlobalInFlightLimit, "l", cfg.GlobalInFlightLimit, "")
+	def("global-in-flight-limit", "TOLLGATE_GLOBAL_IN_FLIGHT_LIMIT", "server-wide in-flight cap (-l); 0 = none")
+	fs.Var(uint32Value{&cfg.DefaultRetryLimit}, "default-retry-limit", "")
+	def("default-retry-limit", "TOLLGATE_DEFAULT_RETRY_LIMIT", "retries before dead")
+	fs.Var(durationValue{&cfg.BackoffBase}, "default-backoff-base", "")
+	def("default-backoff-base", "TOLLGATE_DEFAULT_BACKOFF_BASE", "backoff base_ms default")
+	fs.Float64Var(&cfg.BackoffExponent, "default-backoff-exponent", cfg.BackoffExponent, "")
+	def("default-backoff-exponent", "TOLLGATE_DEFAULT_BACKOFF_EXPONENT", "backoff exponent default")
+	fs.Var(durationValue{&cfg.BackoffJitter}, "default-backoff-jitter", "")
+	def("default-backoff-jitter", "TOLLGATE_DEFAULT_BACKOFF_JITTER", "backoff jitter_ms default")
+	fs.Var(durationValue{&cfg.CompletedRetention}, "default-completed-job-retention", "")
+	def("default-completed-job-retention", "TOLLGATE_DEFAULT_COMPLETED_JOB_RETENTION", "keep completed jobs this long")
+	fs.Var(durationValue{&cfg.DeadRetention}, "default-dead-job-retention", "")
+	def("default-dead-job-retention", "TOLLGATE_DEFAULT_DEAD_JOB_RETENTION", "keep dead jobs this long")
+	fs.Var(durationValue{&cfg.ReaperInterval}, "reaper-check-interval", "")
+	def("reaper-check-interval", "TOLLGATE_REAPER_CHECK_INTERVAL", "reaper period")
+	fs.Var(commitModeValue{&cfg.DefaultCommitMode}, "default-commit-mode", "")
+	def("default-commit-mode", "TOLLGATE_DEFAULT_COMMIT_MODE", "buffered|fsync")
+	fs.Var(commitModeValue{&enqueueMode}, "enqueue-commit-mode", "")
+	def("enqueue-commit-mode", "TOLLGATE_ENQUEUE_COMMIT_MODE", "commit mode for enqueues (default: --default-commit-mode)")
+	fs.IntVar(&cfg.MaxBudgets, "max-budgets", cfg.MaxBudgets, "")
+	def("max-budgets", "TOLLGATE_MAX_BUDGETS", "maximum number of budgets; 0 = unlimited")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printServeUsage(stderr, fs, specs)
+			return nil, err
+		}
+		return nil, errorf("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, errorf("unexpected argument %q", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["l"] {
+		given["global-in-flight-limit"] = true
+	}
+	for _, s := range specs {
+		v, ok := os.LookupEnv(s.env)
+		if !ok || given[s.name] {
+			continue
+		}
+		if err := fs.Set(s.name, v); err != nil {
+			return nil, errorf("invalid value %q for %s: %v", v, s.env, err)
+		}
+	}
+	if enqueueMode == "" {
+		enqueueMode = cfg.DefaultCommitMode
+	}
+	cfg.EnqueueCommitMode = enqueueMode
+	return cfg, cfg.validate()
+}
+
+func (c *serveConfig) validate() error {
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errorf("--tls-cert and --tls-key must be given together")
+	case c.TLSClientCA != "" && c.TLSCert == "":
+		return errorf("--tls-client-ca requires --tls-cert and --tls-key")
+	case c.Port < 0 || c.Port > 65535:
+		return errorf("invalid --port %d: must be 0..65535", c.Port)
+	case c.GlobalInFlightLimit < 0:
+		return errorf("invalid --global-in-flight-limit %d: must be >= 0", c.GlobalInFlightLimit)
+	case c.MaxBudgets < 0:
+		return errorf("invalid --max-budgets %d: must be >= 0", c.MaxBudgets)
+	case c.BackoffExponent < 0 || c.BackoffExponent != c.BackoffExponent:
+		return errorf("invalid --default-backoff-exponent: must be a finite number >= 0")
+	case c.HeartbeatInterval <= 0:
+		return errorf("invalid --heartbeat-interval: must be positive")
+	case c.ReaperInterval <= 0:
+		return errorf("invalid --reaper-check-interval: must be positive")
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	switch c.LogFormat {
+	case "auto", "pretty", "compact", "json":
+	default:
+		return errorf("invalid --log-format %q: expected pretty, compact or json", c.LogFormat)
+	}
+	return nil
+}
+
+func printServeUsage(w io.Writer, fs *flag.FlagSet, specs []flagSpec) {
+	fmt.Fprintln(w, "Usage: tollgate [serve] [flags]\n       tollgate version\n\nFlags (each also read from its environment variable; the flag wins):")
+	for _, s := range specs {
+		f := fs.Lookup(s.name)
+		dflt := f.DefValue
+		if dflt == "" {
+			dflt = "-"
+		}
+		fmt.Fprintf(w, "  --%-34s %s (default %s) [%s]\n", s.name, s.usage, dflt, s.env)
+	}
+	fmt.Fprintln(w, "\nDurations are milliseconds or a number with ms, s, m, h, d, w (e.g. 12.5s).")
+}
+
+// durationMs is a duration as whole milliseconds for the engine.
+func durationMs(d time.Duration) uint32 {
+	ms := d / time.Millisecond
+	if ms > 1<<32-1 {
+		return 1<<32 - 1
+	}
+	return uint32(ms)
+}
+
+var _ = strings.TrimSpace

@@ -1,0 +1,5 @@
+//go:build !race
+
+package servertest
+
+const raceEnabled = false

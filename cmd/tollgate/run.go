@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"golang.org/x/term"
+
+	"github.com/tollgate/tollgate/actors"
+	httpapi "github.com/tollgate/tollgate/http"
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// Version is tollgate's own release number (the Server header).
+const Version = "0.1.0"
+
+// run is the testable body of main: it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		cfg, err := parseServe(args, stderr)
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "tollgate: %v\n", err)
+			return 1
+		}
+		if err := serve(ctx, cfg, stdout); err != nil {
+			fmt.Fprintf(stderr, "tollgate: %v\n", err)
+			return 1
+		}
+		return 0
+	case "version":
+		fmt.Fprintf(stdout, "tollgate %s (API %s)\n", Version, httpapi.APIVersion)
+		return 0
+	case "help":
+		_, _ = parseServe([]string{"--help"}, stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "tollgate: unknown command %q (expected serve, version or help)\n", cmd)
+	return 1
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	switch s {
+	case "trace":
+		return slog.LevelDebug - 4, nil
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, errorf("invalid --log-level %q: expected trace, debug, info, warn or error", s)
+}
+
+func newLogger(cfg *serveConfig, stdout io.Writer) (*slog.Logger, io.Closer, error) {
+	level, _ := parseLevel(cfg.LogLevel)
+	w := stdout
+	var closer io.Closer
+	if cfg.LogDir != "" {
+		if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("log dir: %w", err)
+		}
+		f, err := os.OpenFile(filepath.Join(cfg.LogDir, "tollgate.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("log dir: %w", err)
+		}
+		w, closer = f, f
+	}
+	format := cfg.LogFormat
+	if format == "auto" {
+		format = "compact"
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "pretty"
+		}
+	}
+	var h slog.Handler
+	switch format {
+	case "json":
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
+	case "pretty":
+		h = tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})
+	default:
+		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
+	}
+	return slog.New(h), closer, nil
+}
+
+// serve runs the server until ctx ends, then shuts down in reverse order:
+// take streams end (their jobs return to ready), HTTP stops, actors stop,
+// the store commits what is pending and closes.
+func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
+	log, closer, err := newLogger(cfg, stdout)
+	if err != nil {
+		return err
+	}
+	if closer != nil {
+		defer closer.Close()
+	}
+	store, err := persistence.Open(persistence.Config{Dir: filepath.Join(cfg.RootDir, "data"), Logger: log.With("component", "store")})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	engine, err := actors.Start(actors.Config{
+		Store:  store,
+		Logger: log,
+		Engine: actors.EngineConfig{
+			GlobalInFlightLimit: cfg.GlobalInFlightLimit,
+			DefaultRetryLimit:   cfg.DefaultRetryLimit,
+			DefaultBackoff: protocol.Backoff{
+				Exponent: cfg.BackoffExponent,
+				BaseMs:   durationMs(cfg.BackoffBase),
+				JitterMs: durationMs(cfg.BackoffJitter),
+			},
+			CompletedRetention: cfg.CompletedRetention,
+			DeadRetention:      cfg.DeadRetention,
+			MaxBudgets:         cfg.MaxBudgets,
+			EnqueueSync:        cfg.EnqueueCommitMode == persistence.Fsync,
+			DefaultSync:        cfg.DefaultCommitMode == persistence.Fsync,
+			ReaperInterval:     cfg.ReaperInterval,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer engine.Stop()
+
+	e, api := httpapi.New(httpapi.Config{Version: Version, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log}, engine)
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		scheme = "https"
+		srv.Protocols.SetHTTP2(true)
+		if cfg.TLSClientCA != "" {
+			pem, err := os.ReadFile(cfg.TLSClientCA)
+			if err != nil {
+				return fmt.Errorf("tls client ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("tls client ca: no certificates in %s", cfg.TLSClientCA)
+			}
+			srv.TLSConfig = &tls.Config{ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+		}
+	} else {
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	stats := engine.Stats()
+	log.Info("tollgate started", "version", Version, "api_version", httpapi.APIVersion, "root_dir", cfg.RootDir,
+		"recovered_in_flight", stats.Recovered, "ready", stats.Ready, "scheduled", stats.Scheduled,
+		"retained", stats.Retained, "budgets", stats.Budgets)
+	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme)
+
+	errc := make(chan error, 1)
+	go func() {
+		if cfg.TLSCert != "" {
+			errc <- srv.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	}
+	api.Shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	engine.Stop()
+	if err := store.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

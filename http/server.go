@@ -1,0 +1,150 @@
+// Package http is tollgate's HTTP API on echo: routing, content
+// negotiation, request decoding, DTO mapping and the one error handler that
+// turns domain errors into SPEC statuses and {"error": ...} bodies. Handlers
+// are thin: decode, validate (protocol), one call to the actors facade, map
+// the result.
+package http
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate/tollgate/actors"
+)
+
+// APIVersion is the upstream API level tollgate implements (GET /version).
+const APIVersion = "0.7.0"
+
+// Config configures the HTTP API.
+type Config struct {
+	// Version is tollgate's release, sent in the Server header.
+	Version string
+	// BodyLimit is the largest request body accepted (default 8 MiB).
+	BodyLimit int64
+	// HeartbeatInterval is the idle time before a take-stream heartbeat (3 s).
+	HeartbeatInterval time.Duration
+	// WriteTimeout bounds one write to a take stream (default 30 s).
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// API holds the handlers' dependencies.
+type API struct {
+	cfg      Config
+	engine   *actors.Engine
+	log      *slog.Logger
+	shutdown chan struct{}
+}
+
+// New builds the echo instance with every route.
+func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = 8 << 20
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 3 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	api := &API{cfg: cfg, engine: engine, log: cfg.Logger.With("component", "http"), shutdown: make(chan struct{})}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = api.handleError
+	e.Use(api.serverHeader, api.recoverPanics)
+
+	e.GET("/health", api.health)
+	e.GET("/version", api.version)
+	e.GET("/queues", api.queues)
+	e.POST("/reset", api.reset)
+
+	e.POST("/jobs", api.enqueue)
+	e.POST("/jobs/bulk", api.enqueueBulk)
+	e.GET("/jobs/take", api.take)
+	e.POST("/jobs/success", api.ackMany)
+	e.GET("/jobs/:id", api.getJob)
+	e.DELETE("/jobs/:id", api.deleteJob)
+	e.POST("/jobs/:id/success", api.ack)
+	e.POST("/jobs/:id/failure", api.fail)
+
+	e.GET("/budgets", api.listBudgets)
+	e.GET("/budgets/:key", api.getBudget)
+	e.POST("/budgets/:key", api.createBudget)
+	e.PUT("/budgets/:key", api.putBudget)
+	e.PATCH("/budgets/:key", api.patchBudget)
+	e.DELETE("/budgets/:key", api.deleteBudget)
+	return e, api
+}
+
+// Shutdown ends every take stream (their jobs return to ready); call it
+// before http.Server.Shutdown, which waits for handlers to return.
+func (a *API) Shutdown() {
+	select {
+	case <-a.shutdown:
+	default:
+		close(a.shutdown)
+	}
+}
+
+func (a *API) serverHeader(next echo.HandlerFunc) echo.HandlerFunc {
+	server := "tollgate/" + a.cfg.Version
+	return func(c echo.Context) error {
+		c.Response().Header().Set("Server", server)
+		return next(c)
+	}
+}
+
+func (a *API) health(c echo.Context) error {
+	return a.reply(c, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (a *API) version(c echo.Context) error {
+	return a.reply(c, http.StatusOK, map[string]string{"version": APIVersion})
+}
+
+func (a *API) queues(c echo.Context) error {
+	if _, err := responseFormat(c); err != nil {
+		return err
+	}
+	qs, err := a.engine.Queues(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return a.reply(c, http.StatusOK, map[string][]string{"queues": qs})
+}
+
+func (a *API) reset(c echo.Context) error {
+	if _, err := responseFormat(c); err != nil {
+		return err
+	}
+	if err := a.engine.Reset(c.Request().Context()); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// recoverPanics turns a handler panic into a 500 and a log line.
+func (a *API) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				a.log.Error("handler panic", "panic", r, "path", c.Request().URL.Path)
+				err = errPanic
+			}
+		}()
+		return next(c)
+	}
+}
+
+var errPanic = errors.New("handler panic")

@@ -1,0 +1,69 @@
+package persistence
+
+import (
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// Batch is a set of writes committed atomically. Build it, then Submit it.
+// Records are encoded when they are added, so the caller may keep changing
+// its own copies afterwards.
+type Batch struct {
+	ops  []func(*badger.Txn) error
+	size int
+	sync bool
+	err  error
+}
+
+// NewBatch returns an empty batch; sync asks for fsync before it counts as
+// committed.
+func NewBatch(sync bool) *Batch { return &Batch{sync: sync} }
+
+// Empty reports whether the batch holds no writes.
+func (b *Batch) Empty() bool { return len(b.ops) == 0 && b.err == nil }
+
+// Sync marks the batch as needing fsync.
+func (b *Batch) Sync() { b.sync = true }
+
+func (b *Batch) set(key []byte, v any) {
+	val, err := protocol.MarshalRecord(v)
+	if err != nil {
+		if b.err == nil {
+			b.err = fmt.Errorf("persistence: encode %s: %w", key, err)
+		}
+		return
+	}
+	b.size += len(key) + len(val) + 32
+	b.ops = append(b.ops, func(txn *badger.Txn) error { return txn.Set(key, val) })
+}
+
+func (b *Batch) del(key []byte) {
+	b.size += len(key) + 32
+	b.ops = append(b.ops, func(txn *badger.Txn) error { return txn.Delete(key) })
+}
+
+// PutJob stores the job record.
+func (b *Batch) PutJob(j *protocol.Job) { b.set(jobKey(j.ID), j) }
+
+// DeleteJob removes the job record and its error records (attempts 1..n).
+func (b *Batch) DeleteJob(id string, attempts uint32) {
+	b.del(jobKey(id))
+	for a := uint32(1); a <= attempts; a++ {
+		b.del(errorKey(id, a))
+	}
+}
+
+// PutError stores one error record of a job.
+func (b *Batch) PutError(id string, rec *protocol.ErrorRecord) { b.set(errorKey(id, rec.Attempt), rec) }
+
+// PutBudget stores a budget.
+func (b *Batch) PutBudget(bu *protocol.Budget) { b.set(budgetKey(bu.Key), bu) }
+
+// DeleteBudget removes a budget.
+func (b *Batch) DeleteBudget(key string) { b.del(budgetKey(key)) }
+
+// Len is the number of writes in the batch.
+func (b *Batch) Len() int { return len(b.ops) }

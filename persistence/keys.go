@@ -1,0 +1,41 @@
+package persistence
+
+import "encoding/binary"
+
+// Keyspaces. Every key starts with a one-letter prefix and a slash; integers
+// are fixed-width big-endian so byte order is numeric order.
+//
+//	key                          value                          owner
+//	m/version                    schema version (1 byte)        Store.Open
+//	j/<job id>                   job record (versioned msgpack) queue actor
+//	e/<job id>/<attempt u32>     error record                   queue actor
+//	b/<budget key>               budget record                  queue actor
+//
+// Job IDs are 25 fixed-length base-36 characters, so "e/<id>/" prefixes
+// never collide. Budget keys never contain NUL and are at most 255 bytes.
+var (
+	versionKey   = []byte("m/version")
+	jobPrefix    = []byte("j/")
+	errorPrefix  = []byte("e/")
+	budgetPrefix = []byte("b/")
+)
+
+func jobKey(id string) []byte {
+	k := make([]byte, 0, len(jobPrefix)+len(id))
+	return append(append(k, jobPrefix...), id...)
+}
+
+func errorKeyPrefix(id string) []byte {
+	k := make([]byte, 0, len(errorPrefix)+len(id)+1)
+	k = append(append(k, errorPrefix...), id...)
+	return append(k, '/')
+}
+
+func errorKey(id string, attempt uint32) []byte {
+	return binary.BigEndian.AppendUint32(errorKeyPrefix(id), attempt)
+}
+
+func budgetKey(key string) []byte {
+	k := make([]byte, 0, len(budgetPrefix)+len(key))
+	return append(append(k, budgetPrefix...), key...)
+}

@@ -1,0 +1,359 @@
+// Package persistence is the only package that knows badger. It stores jobs,
+// their error records and budgets, and commits writes from every actor
+// through one group committer, so concurrent requests share transactions.
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// CommitMode says when a write counts as acknowledged.
+type CommitMode string
+
+// The commit modes of SPEC §9.
+const (
+	// Buffered: the write-ahead log is written (survives a process crash);
+	// the OS flushes it to disk later.
+	Buffered CommitMode = "buffered"
+	// Fsync: the batch is synced to disk before anyone is answered
+	// (survives power loss).
+	Fsync CommitMode = "fsync"
+)
+
+// ParseCommitMode returns the mode named s.
+func ParseCommitMode(s string) (CommitMode, error) {
+	switch m := CommitMode(s); m {
+	case Buffered, Fsync:
+		return m, nil
+	}
+	return "", fmt.Errorf("invalid commit mode %q (expected buffered or fsync)", s)
+}
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the badger directory (created if missing).
+	Dir string
+	// InMemory runs badger without disk (tests and benchmarks).
+	InMemory bool
+	// Logger receives badger's own log lines at debug level and the
+	// store's errors. Default: slog.Default().
+	Logger *slog.Logger
+	// MaxGroupBytes bounds one group commit (default 4 MiB).
+	MaxGroupBytes int
+	// GCInterval is the value-log GC period (default 5 minutes).
+	GCInterval time.Duration
+}
+
+// Store is tollgate's badger store.
+type Store struct {
+	db     *badger.DB
+	log    *slog.Logger
+	cfg    Config
+	queue  chan *commit
+	wg     sync.WaitGroup
+	stop   chan struct{}
+	closed sync.Once
+}
+
+type commit struct {
+	batch *Batch
+	done  func(error)
+}
+
+// Open opens (or creates) the store.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxGroupBytes <= 0 {
+		cfg.MaxGroupBytes = 4 << 20
+	}
+	if cfg.GCInterval <= 0 {
+		cfg.GCInterval = 5 * time.Minute
+	}
+	opts := badger.DefaultOptions(cfg.Dir).
+		WithLogger(badgerLogger{cfg.Logger}).
+		WithMemTableSize(128 << 20).
+		// SyncWrites stays false: every write still reaches the mmapped
+		// write-ahead log before Commit returns, which survives a process
+		// crash; fsync mode adds an explicit db.Sync per group commit.
+		WithSyncWrites(false).
+		WithNumVersionsToKeep(1).
+		WithCompactL0OnClose(false)
+	if cfg.InMemory {
+		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
+	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("persistence.Open: %w", err)
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("persistence.Open %s: %w", filepath.Clean(cfg.Dir), err)
+	}
+	s := &Store{db: db, log: cfg.Logger, cfg: cfg, queue: make(chan *commit, 8192), stop: make(chan struct{})}
+	if err := s.checkVersion(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.commitLoop()
+	if !cfg.InMemory {
+		s.wg.Add(1)
+		go s.gcLoop()
+	}
+	return s, nil
+}
+
+const schemaVersion = 1
+
+func (s *Store) checkVersion() error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(versionKey)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return txn.Set(versionKey, []byte{schemaVersion})
+		}
+		if err != nil {
+			return fmt.Errorf("persistence: read schema version: %w", err)
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 1 || v[0] != schemaVersion {
+				return fmt.Errorf("persistence: unsupported schema version %v", v)
+			}
+			return nil
+		})
+	})
+}
+
+// Close stops the committer after it has committed everything submitted so
+// far, then closes badger. It is safe to call more than once.
+func (s *Store) Close() error {
+	var err error
+	s.closed.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		err = s.db.Close()
+	})
+	return err
+}
+
+// Submit queues a batch for the group committer. done is called once, from
+// the committer goroutine, after the batch is durable per its commit mode
+// (or with the error that prevented it); it must not block.
+func (s *Store) Submit(b *Batch, done func(error)) {
+	if b.Empty() {
+		if done != nil {
+			done(nil)
+		}
+		return
+	}
+	select {
+	case s.queue <- &commit{batch: b, done: done}:
+	case <-s.stop:
+		if done != nil {
+			done(protocol.ErrShuttingDown)
+		}
+	}
+}
+
+// Commit writes a batch and waits for it (for callers outside actors).
+func (s *Store) Commit(ctx context.Context, b *Batch) error {
+	ch := make(chan error, 1)
+	s.Submit(b, func(err error) { ch <- err })
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Store) commitLoop() {
+	defer s.wg.Done()
+	group := make([]*commit, 0, 256)
+	for {
+		var first *commit
+		select {
+		case first = <-s.queue:
+		case <-s.stop:
+			// Drain what was submitted before Close.
+			for {
+				select {
+				case c := <-s.queue:
+					s.commitGroup([]*commit{c})
+				default:
+					return
+				}
+			}
+		}
+		group = append(group[:0], first)
+		size := first.batch.size
+	fill:
+		for size < s.cfg.MaxGroupBytes && len(group) < 4096 {
+			select {
+			case c := <-s.queue:
+				group = append(group, c)
+				size += c.batch.size
+			default:
+				break fill
+			}
+		}
+		s.commitGroup(group)
+	}
+}
+
+// commitGroup commits the batches of a group in one transaction. If the
+// group is too big for one transaction, each batch commits on its own.
+func (s *Store) commitGroup(group []*commit) {
+	err := s.apply(group)
+	if errors.Is(err, badger.ErrTxnTooBig) && len(group) > 1 {
+		for _, c := range group {
+			s.commitGroup([]*commit{c})
+		}
+		return
+	}
+	if err != nil {
+		s.log.Error("commit failed", "err", err, "batches", len(group))
+		err = fmt.Errorf("persistence: commit: %w", err)
+	}
+	for _, c := range group {
+		if c.done != nil {
+			c.done(err)
+		}
+	}
+}
+
+func (s *Store) apply(group []*commit) error {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	sync := false
+	for _, c := range group {
+		sync = sync || c.batch.sync
+		if c.batch.err != nil {
+			return c.batch.err
+		}
+		for _, op := range c.batch.ops {
+			if err := op(txn); err != nil {
+				return err
+			}
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return err
+	}
+	if sync && !s.cfg.InMemory {
+		return s.db.Sync()
+	}
+	return nil
+}
+
+func (s *Store) gcLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			for s.db.RunValueLogGC(0.5) == nil {
+			}
+		}
+	}
+}
+
+// GetJob reads one job record; it returns protocol.ErrJobNotFound when absent.
+func (s *Store) GetJob(id string) (*protocol.Job, error) {
+	var job protocol.Job
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(jobKey(id))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error { return protocol.UnmarshalRecord(v, &job) })
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, protocol.ErrJobNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("persistence.GetJob %s: %w", id, err)
+	}
+	return &job, nil
+}
+
+// ScanJobs calls fn for every stored job in ID order.
+func (s *Store) ScanJobs(fn func(*protocol.Job) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = jobPrefix
+		opts.PrefetchSize = 256
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			job := new(protocol.Job)
+			if err := it.Item().Value(func(v []byte) error { return protocol.UnmarshalRecord(v, job) }); err != nil {
+				return fmt.Errorf("persistence.ScanJobs %s: %w", it.Item().Key(), err)
+			}
+			if err := fn(job); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// LoadBudgets returns every stored budget in key order.
+func (s *Store) LoadBudgets() ([]*protocol.Budget, error) {
+	var out []*protocol.Budget
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = budgetPrefix
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			b := new(protocol.Budget)
+			if err := it.Item().Value(func(v []byte) error { return protocol.UnmarshalRecord(v, b) }); err != nil {
+				return fmt.Errorf("persistence.LoadBudgets %s: %w", it.Item().Key(), err)
+			}
+			out = append(out, b)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ListErrors returns a job's error records in attempt order.
+func (s *Store) ListErrors(id string) ([]protocol.ErrorRecord, error) {
+	var out []protocol.ErrorRecord
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = errorKeyPrefix(id)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var rec protocol.ErrorRecord
+			if err := it.Item().Value(func(v []byte) error { return protocol.UnmarshalRecord(v, &rec) }); err != nil {
+				return err
+			}
+			out = append(out, rec)
+		}
+		return nil
+	})
+	return out, err
+}
+
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error(fmt.Sprintf(f, a...), "component", "badger") }
+func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn(fmt.Sprintf(f, a...), "component", "badger") }
+func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debug(fmt.Sprintf(f, a...), "component", "badger") }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.l.Debug(fmt.Sprintf(f, a...), "component", "badger") }

@@ -1,0 +1,121 @@
+package protocol
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"math/big"
+)
+
+// IDLength is the length of a job ID's text form (SCRU128, base 36).
+const IDLength = 25
+
+const (
+	maxCounter       = 1<<24 - 1
+	maxTimestamp     = 1<<48 - 1
+	counterHiRenewMs = 1000  // renew counter_hi at least once a second
+	rollbackAllowMs  = 10000 // clock steps back by less than this are absorbed
+)
+
+// IDGenerator makes SCRU128 identifiers: 48-bit millisecond timestamp,
+// 24-bit counter_hi, 24-bit counter_lo and 32 bits of entropy, written as 25
+// lowercase base-36 digits. IDs from one generator strictly increase, which
+// is what makes FIFO within a priority work. It is not safe for concurrent
+// use; its owner (the queue actor) serialises calls.
+type IDGenerator struct {
+	timestamp uint64
+	counterHi uint32
+	counterLo uint32
+	tsHi      uint64 // timestamp when counter_hi was last renewed
+	random    func() uint32
+}
+
+// NewIDGenerator returns a generator seeded from crypto/rand.
+func NewIDGenerator() *IDGenerator {
+	return &IDGenerator{random: cryptoUint32}
+}
+
+func cryptoUint32() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint32(b[:])
+}
+
+// Next returns the next ID for the current time nowMs (Unix milliseconds).
+func (g *IDGenerator) Next(nowMs uint64) string {
+	if nowMs > g.timestamp {
+		g.timestamp = nowMs
+		g.counterLo = g.random() & maxCounter
+		if nowMs-g.tsHi >= counterHiRenewMs || g.tsHi == 0 {
+			g.tsHi = nowMs
+			g.counterHi = g.random() & maxCounter
+		}
+	} else if nowMs+rollbackAllowMs > g.timestamp {
+		g.counterLo++
+		if g.counterLo > maxCounter {
+			g.counterLo = 0
+			g.counterHi++
+			if g.counterHi > maxCounter {
+				g.counterHi = 0
+				g.timestamp++ // borrow the next millisecond
+				g.counterLo = g.random() & maxCounter
+			}
+		}
+	} else {
+		// The clock went back a long way: restart from it (monotonicity is
+		// lost, as in the reference generator).
+		g.timestamp = nowMs
+		g.tsHi = nowMs
+		g.counterHi = g.random() & maxCounter
+		g.counterLo = g.random() & maxCounter
+	}
+	return formatID(g.timestamp&maxTimestamp, g.counterHi, g.counterLo, g.random())
+}
+
+const base36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+// formatID writes the 128-bit value as 25 base-36 digits.
+func formatID(ts uint64, hi, lo, entropy uint32) string {
+	// high 64 bits: ts(48) | hi(24) top 16 bits; low 64 bits: hi low 8 | lo(24) | entropy(32)
+	high := ts<<16 | uint64(hi)>>8
+	low := uint64(hi&0xff)<<56 | uint64(lo)<<32 | uint64(entropy)
+	var out [IDLength]byte
+	for i := IDLength - 1; i >= 0; i-- {
+		// divide the 128-bit (high, low) by 36
+		qh := high / 36
+		r := high % 36
+		// (r<<64 + low) / 36 without overflow: split low into two 32-bit halves
+		mid := r<<32 | low>>32
+		qm := mid / 36
+		r = mid % 36
+		lo32 := r<<32 | low&0xffffffff
+		ql := lo32 / 36
+		r = lo32 % 36
+		high = qh
+		low = qm<<32 | ql
+		out[i] = base36[r]
+	}
+	return string(out[:])
+}
+
+// parseID decodes an ID's text into its 128-bit value (tests use it).
+func parseID(s string) (*big.Int, bool) {
+	if !ValidID(s) {
+		return nil, false
+	}
+	v, ok := new(big.Int).SetString(s, 36)
+	return v, ok
+}
+
+// ValidID reports whether s has the form of a job ID: 25 bytes of [0-9a-z].
+func ValidID(s string) bool {
+	if len(s) != IDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'z') {
+			return false
+		}
+	}
+	return true
+}

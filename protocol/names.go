@@ -1,0 +1,49 @@
+package protocol
+
+import (
+	"fmt"
+	"strings"
+)
+
+// reservedNameChars may not appear in queue, type or budget names.
+const reservedNameChars = "*?[]{}\\"
+
+// CheckName applies the queue/type name rules of SPEC §2.4 and returns the
+// reason a name breaks them ("must not be empty", ...) or "" when it is valid.
+func CheckName(name string) string {
+	if name == "" {
+		return "must not be empty"
+	}
+	if strings.IndexByte(name, ',') >= 0 {
+		return "must not contain ','"
+	}
+	if strings.IndexByte(name, 0) >= 0 {
+		return "must not contain null bytes"
+	}
+	if i := strings.IndexAny(name, reservedNameChars); i >= 0 {
+		return fmt.Sprintf("must not contain '%c' (reserved)", name[i])
+	}
+	return ""
+}
+
+// MaxBudgetKeyBytes is the longest budget key accepted (SPEC §4.3).
+const MaxBudgetKeyBytes = 255
+
+// CheckBudgetKey returns why key is not a valid budget key, or "".
+func CheckBudgetKey(key string) string {
+	if reason := CheckName(key); reason != "" {
+		return reason
+	}
+	if len(key) > MaxBudgetKeyBytes {
+		return "must be at most 255 bytes"
+	}
+	return ""
+}
+
+// ValidateBudgetKey returns the 422 error for an invalid key, or nil.
+func ValidateBudgetKey(key string) error {
+	if reason := CheckBudgetKey(key); reason != "" {
+		return Unprocessable("invalid budget key '%s': %s", key, reason)
+	}
+	return nil
+}
