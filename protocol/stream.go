@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -72,8 +73,8 @@ const MaxFrameBytes = 64 << 20
 // ErrFrameTooLarge is returned by ReadMsgpackFrame for an oversized frame.
 var ErrFrameTooLarge = errors.New("msgpack stream frame too large")
 
-// ReadMsgpackFrame reads one length-prefixed frame; a heartbeat returns an
-// empty, non-nil slice.
+// ReadMsgpackFrame reads one length-prefixed frame; a heartbeat (length 0)
+// returns an empty slice.
 func ReadMsgpackFrame(r io.Reader) ([]byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -83,12 +84,14 @@ func ReadMsgpackFrame(r io.Reader) ([]byte, error) {
 	if n > MaxFrameBytes {
 		return nil, ErrFrameTooLarge
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
+	// Grow with the data actually read, so a lying header cannot make the
+	// reader allocate megabytes up front.
+	var buf bytes.Buffer
+	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, err
 	}
-	return buf, nil
+	return buf.Bytes(), nil
 }
