@@ -69,10 +69,17 @@ func TestDecodeErrors(t *testing.T) {
 		{`{"type":"t","queue":"q","payload":1,"ready_at":1.5}`, "invalid JSON: "},
 		{`{"type":"t","queue":"q","payload":1,"backoff":{"exponent":1}}`, "invalid JSON: missing field 'base_ms'"},
 		{``, "invalid JSON: "},
+		{`{"type":"t","queue":"q","payload":null}`, ""},
 	}
 	for _, c := range cases {
 		var r EnqueueRequest
 		err := Decode(JSON, []byte(c.body), &r)
+		if c.want == "" {
+			if err != nil || string(r.Payload) != "null" {
+				t.Errorf("%s: got %v / payload %q, want a present null payload", c.body, err, r.Payload)
+			}
+			continue
+		}
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want prefix %q", c.body, err, c.want)
 		}

@@ -23,7 +23,7 @@ type BindingRequest struct {
 type EnqueueRequest struct {
 	Type        *string           `json:"type"`
 	Queue       *string           `json:"queue"`
-	Payload     *Payload          `json:"payload"`
+	Payload     Payload           `json:"payload"` // present when non-empty ("null" included)
 	Priority    *uint16           `json:"priority"`
 	ReadyAt     *uint64           `json:"ready_at"`
 	RetryLimit  *uint32           `json:"retry_limit"`
@@ -55,7 +55,7 @@ func (r *EnqueueRequest) checkRequired() error {
 		return fmt.Errorf("missing field 'type'")
 	case r.Queue == nil:
 		return fmt.Errorf("missing field 'queue'")
-	case r.Payload == nil:
+	case len(r.Payload) == 0:
 		return fmt.Errorf("missing field 'payload'")
 	}
 	if b := r.Backoff; b != nil {
@@ -172,7 +172,7 @@ func (r *EnqueueRequest) Validate() (*NewJob, error) {
 			Type:       *r.Type,
 			Queue:      *r.Queue,
 			Priority:   DefaultPriority,
-			Payload:    []byte(*r.Payload),
+			Payload:    []byte(r.Payload),
 			RetryLimit: r.RetryLimit,
 			Retention:  r.Retention,
 		},
