@@ -142,7 +142,7 @@ func TestStrictHeadOrder(t *testing.T) {
 			t.Fatalf("woken with too few tokens after %s: %v", id, w)
 		}
 	}
-	b.finish(0, 1)                 // e done: 9 free (urgent still holds 1)
+	b.finish(0, 1)                                                   // e done: 9 free (urgent still holds 1)
 	if w := b.finish(0, 1); !reflect.DeepEqual(w, []string{"big"}) { // urgent done: 10 free
 		t.Fatalf("woken = %v, want [big] alone (late needs tokens big takes)", w)
 	}
