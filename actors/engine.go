@@ -80,6 +80,7 @@ type terminalJob struct {
 	queue    string
 	purgeAt  uint64
 	attempts uint32
+	job      *protocol.Job // without payload; kept only for unique-key holders
 }
 
 func terminalLess(a, b terminalJob) bool {
@@ -138,7 +139,10 @@ type engine struct {
 	flushPending   []*stream
 
 	budgets map[string]*budgetEntry
+	unique  map[string]string // unique key -> holder job id
 	tracer  *Tracer
+
+	recoveredUnique []*protocol.Job // queued-scope jobs recovered from in flight
 }
 
 func newEngine(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consumedSet, tracer *Tracer) *engine {
@@ -155,6 +159,7 @@ func newEngine(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consume
 		streams:     make(map[uint64]*stream),
 		consumed:    consumed,
 		budgets:     make(map[string]*budgetEntry),
+		unique:      make(map[string]string),
 		tracer:      tracer,
 	}
 }
@@ -178,6 +183,9 @@ func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) 
 		}
 		e.queueCounts[j.Queue]++
 		e.addTerminal(j)
+		if j.UniqueKey != "" && j.UniqueWhile == protocol.UniqueExists {
+			e.claimUnique(j)
+		}
 		return false
 	}
 	e.queueCounts[j.Queue]++
@@ -188,6 +196,13 @@ func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) 
 		j.Status = protocol.StatusReady
 		batch.PutJob(j)
 		recovered = true
+		if j.UniqueWhile == protocol.UniqueQueued {
+			e.recoveredUnique = append(e.recoveredUnique, j)
+		} else {
+			e.claimUnique(j)
+		}
+	} else {
+		e.claimUnique(j)
 	}
 	if j.ReadyAt > now && j.Status == protocol.StatusScheduled {
 		en.state = stScheduled
@@ -197,6 +212,15 @@ func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) 
 		e.makeReady(en)
 	}
 	return recovered
+}
+
+// finishLoad re-claims the keys of queued-scope jobs recovered from in
+// flight, where no other job holds them (SPEC §3.9).
+func (e *engine) finishLoad() {
+	for _, j := range e.recoveredUnique {
+		e.reclaimUnique(j)
+	}
+	e.recoveredUnique = nil
 }
 
 // ---------------------------------------------------------------- enqueue
@@ -213,6 +237,47 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 			return
 		}
 	}
+	// Unique keys, in request order: a later job may duplicate an earlier
+	// one of the same request. Budgets are created only for the jobs that
+	// are really written.
+	views := make([]*protocol.JobView, len(m.Jobs))
+	holderIndex := make(map[int]int) // duplicate index -> holder index in this request
+	pendingHolder := make(map[string]int)
+	dups := 0
+	for i, nj := range m.Jobs {
+		key := nj.Job.UniqueKey
+		if key == "" {
+			continue
+		}
+		if k, ok := pendingHolder[key]; ok && duplicateOf(nj.Job.UniqueWhile, protocol.StatusReady) {
+			holderIndex[i] = k
+			views[i] = &protocol.JobView{}
+			dups++
+			continue
+		}
+		if id, st := e.holderStatus(key); id != "" && duplicateOf(nj.Job.UniqueWhile, st) {
+			views[i] = e.holderView(now, id)
+			dups++
+			continue
+		}
+		pendingHolder[key] = i
+	}
+	if dups > 0 {
+		created = make(map[string]*protocol.Budget)
+		createdOrder = createdOrder[:0]
+		for i, nj := range m.Jobs {
+			if views[i] != nil {
+				continue
+			}
+			if err := e.resolveBindings(now, nj, created, &createdOrder); err != nil {
+				if m.Bulk {
+					err = protocol.Prefixed(fmt.Sprintf("jobs[%d]: ", i), err)
+				}
+				reply(err)
+				return
+			}
+		}
+	}
 	batch := persistence.NewBatch(e.cfg.EnqueueSync)
 	for _, key := range createdOrder {
 		b := *created[key]
@@ -220,8 +285,11 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		e.out.spawnBudget(b)
 		batch.PutBudget(&b)
 	}
-	views := make([]*protocol.JobView, len(m.Jobs))
+	ids := make([]string, len(m.Jobs))
 	for i, nj := range m.Jobs {
+		if views[i] != nil {
+			continue
+		}
 		job := nj.Job
 		job.ID = e.ids.Next(now)
 		if !nj.ReadyAtSet {
@@ -237,6 +305,8 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		e.jobs[job.ID] = en
 		e.queueCounts[job.Queue]++
 		e.bind(&job)
+		e.claimUnique(&job)
+		ids[i] = job.ID
 		batch.PutJob(&job)
 		views[i] = job.EnqueueView(now, false, false)
 		if job.Status == protocol.StatusScheduled {
@@ -245,6 +315,9 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		} else {
 			e.makeReady(en)
 		}
+	}
+	for i, k := range holderIndex {
+		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
 	}
 	e.out.persist(batch, func(err error) {
 		if err != nil {
@@ -381,6 +454,7 @@ func (e *engine) dispatch(now uint64, en *entry, s *stream) {
 	en.parkedOn = ""
 	en.job.Status = protocol.StatusInFlight
 	en.job.DequeuedAt = now
+	e.releaseUniqueOnDispatch(en.job)
 	s.inFlight[en.job.ID] = en
 	e.inFlightTotal++
 	if len(s.outbox) == 0 {
@@ -597,6 +671,7 @@ func (e *engine) closeStream(now uint64, id uint64, reply func(any)) {
 		e.leaveInFlight(en)
 		en.job.Status = protocol.StatusReady
 		batch.PutJob(en.job)
+		e.reclaimUnique(en.job)
 		e.makeReady(en)
 		e.tracer.job(EventRequeued, en.job.ID, en.job.Queue, s.id)
 	}
@@ -665,7 +740,9 @@ func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persiste
 	j := en.job
 	delete(e.jobs, j.ID)
 	e.unbind(j)
+	e.releaseUniqueOnFinish(j)
 	if retention == 0 {
+		e.releaseUnique(j)
 		e.queueCounts[j.Queue]--
 		if e.queueCounts[j.Queue] <= 0 {
 			delete(e.queueCounts, j.Queue)
@@ -683,6 +760,11 @@ func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persiste
 
 func (e *engine) addTerminal(j *protocol.Job) {
 	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts}
+	if j.UniqueKey != "" && j.UniqueWhile == protocol.UniqueExists {
+		c := *j
+		c.Payload = nil
+		t.job = &c
+	}
 	e.terminal[j.ID] = t
 	if t.purgeAt != 0 {
 		e.purgeOrder.ReplaceOrInsert(t)
@@ -737,6 +819,7 @@ func (e *engine) fail(now uint64, m *FailJob, reply func(any)) {
 		view = j.View(now, false)
 		view.Status = protocol.StatusScheduled
 		en.state = stScheduled
+		e.reclaimUnique(j)
 		e.out.schedule(j.ID, j.ReadyAt)
 	}
 	e.out.persist(batch, func(err error) {
@@ -771,6 +854,7 @@ func (e *engine) deleteJob(now uint64, id string, reply func(any)) {
 		e.detach(en)
 		delete(e.jobs, id)
 		e.unbind(en.job)
+		e.releaseUnique(en.job)
 		e.decQueue(en.job.Queue)
 		batch.DeleteJob(id, en.job.Attempts)
 	} else if t, ok := e.terminal[id]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
@@ -791,6 +875,9 @@ func (e *engine) deleteJob(now uint64, id string, reply func(any)) {
 }
 
 func (e *engine) dropTerminal(t terminalJob) {
+	if t.job != nil {
+		e.releaseUnique(t.job)
+	}
 	delete(e.terminal, t.id)
 	e.purgeOrder.Delete(t)
 	e.decQueue(t.queue)
@@ -836,6 +923,7 @@ func (e *engine) reset(now uint64, reply func(any)) {
 	e.purgeOrder.Clear(false)
 	e.queueCounts = make(map[string]int)
 	e.budgets = make(map[string]*budgetEntry)
+	e.unique = make(map[string]string)
 	for _, s := range e.streams {
 		s.inFlight = make(map[string]*entry)
 		s.reserving = 0

@@ -160,6 +160,7 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 		a.loadErr = err
 		return
 	}
+	a.eng.finishLoad()
 	// Blocking here is deliberate and bounded: it happens once, before the
 	// listener opens, so recovery is durable before anything is served.
 	if err := a.store.Commit(context.Background(), batch); err != nil {
