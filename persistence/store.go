@@ -227,7 +227,12 @@ func (s *Store) commitGroup(group []*commit) {
 		return
 	}
 	if err != nil {
-		s.log.Error("commit failed", "err", err, "batches", len(group))
+		// badger quotes whole values in some errors: keep logs readable.
+		msg := err.Error()
+		if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		s.log.Error("commit failed", "err", msg, "batches", len(group))
 		err = fmt.Errorf("persistence: commit: %w", err)
 	}
 	for _, c := range group {
