@@ -28,46 +28,59 @@ type budgetActor struct {
 	gen         uint64
 	armedAt     uint64
 	cancelTimer func()
+
+	obs budgetObs // trace bookkeeping (observe.go)
 }
 
 func (a *budgetActor) Receive(ctx actor.Context) {
 	now := millis(a.clock.Now())
 	switch m := ctx.Message().(type) {
-	case *actor.Started, *actor.Restarting:
+	case *actor.Started:
+		a.traceBudget(EventBudgetCreated, now)
+	case *actor.Restarting:
 	case *actor.Stopping:
 		a.disarm()
 	case *actor.Stopped:
 	case *ReserveRequest:
+		before := a.traceRequested(m.Job, now)
 		out := a.core.reserve(now, m.Job)
-		a.tracer.reserve(a.core, m.Job, out.granted, now)
+		a.traceReserved(m.Job, out.granted, before, now)
 		ctx.Send(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Granted: out.granted})
 		a.wake(ctx, out.woken, "refill", now)
 	case *CommitReservation:
 		a.core.commit(now, m.JobID)
-		a.tracer.budgetEvent(EventCommit, a.core, m.JobID, now)
+		a.traceJob(EventCommit, m.JobID, now)
 	case *ReleaseReservation:
 		woken := a.core.release(now, m.JobID)
-		a.tracer.budgetEvent(EventRelease, a.core, m.JobID, now)
+		a.traceJob(EventRelease, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
 	case *ReturnTokens:
 		woken := a.core.finish(now, m.Cost)
+		a.traceJob(EventReturned, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
 	case *UnparkJob:
-		a.wake(ctx, a.core.unpark(now, m.JobID), "release", now)
+		woken := a.core.unpark(now, m.JobID)
+		a.traceJob(EventUnparked, m.JobID, now)
+		a.wake(ctx, woken, "release", now)
 	case *ApplyDefinition:
-		a.wake(ctx, a.core.update(now, m.Definition), "update", now)
+		woken := a.core.update(now, m.Definition)
+		a.traceBudget(EventBudgetUpdated, now)
+		a.wake(ctx, woken, "update", now)
 	case *QueuesChanged:
 		a.wake(ctx, a.core.evaluate(now), "update", now)
 	case *budgetWake:
 		if m.gen != a.gen {
 			return // stale timer
 		}
+		due := a.armedAt
 		a.armedAt = 0
 		a.cancelTimer = nil
-		a.tracer.budgetEvent(EventTimerFired, a.core, "", now)
+		a.traceTimer(EventTimerFired, due, now)
 		a.wake(ctx, a.core.evaluate(now), "refill", now)
 	case *BudgetStateRequest, *budgetStateQuery:
 		ctx.Respond(a.state(now))
+	case *parkedJobQuery:
+		ctx.Respond(a.waiting(m.JobID, now))
 	default:
 		a.log.Warn("budget actor: unknown message", "type", slog.AnyValue(m).String())
 	}
@@ -77,7 +90,7 @@ func (a *budgetActor) Receive(ctx actor.Context) {
 // wake moment (only when that moment changed).
 func (a *budgetActor) wake(ctx actor.Context, woken []string, reason string, now uint64) {
 	if len(woken) > 0 {
-		a.tracer.woken(a.core, woken, reason, now)
+		a.traceWoken(woken, reason, now)
 		ctx.Send(a.queue, &JobsWoken{Key: a.core.key, JobIDs: woken})
 	}
 	a.syncTimer(ctx, now)
@@ -99,14 +112,14 @@ func (a *budgetActor) syncTimer(ctx actor.Context, now uint64) {
 		delay = time.Duration(want-now) * time.Millisecond
 	}
 	a.cancelTimer = a.timers.SendOnce(delay, ctx.Self(), &budgetWake{gen: a.gen})
-	a.tracer.budgetTimer(EventTimerArmed, a.core, want, now)
+	a.traceTimer(EventTimerArmed, want, now)
 }
 
 func (a *budgetActor) disarm() {
 	if a.cancelTimer != nil {
 		a.cancelTimer()
 		a.cancelTimer = nil
-		a.tracer.budgetTimer(EventTimerCancelled, a.core, a.armedAt, 0)
+		a.traceTimer(EventTimerCancelled, a.armedAt, 0)
 	}
 	a.gen++
 	a.armedAt = 0
@@ -126,6 +139,7 @@ func (a *budgetActor) state(now uint64) *BudgetState {
 	if h, ok := a.core.head(); ok {
 		s.HeadID, s.HeadCost = h.ID, h.Cost
 	}
+	a.observeState(s, now)
 	return s
 }
 

@@ -81,6 +81,7 @@ type terminalJob struct {
 	purgeAt  uint64
 	attempts uint32
 	job      *protocol.Job // without payload; kept only for unique-key holders
+	dead     bool
 }
 
 func terminalLess(a, b terminalJob) bool {
@@ -141,6 +142,7 @@ type engine struct {
 	budgets map[string]*budgetEntry
 	unique  map[string]string // unique key -> holder job id
 	tracer  *Tracer
+	obs     engineObs // counters for metrics (observe.go)
 
 	recoveredUnique []*protocol.Job // queued-scope jobs recovered from in flight
 }
@@ -304,6 +306,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		}
 		e.jobs[job.ID] = en
 		e.queueCounts[job.Queue]++
+		e.observeEnqueued(&job)
 		e.bind(&job)
 		e.claimUnique(&job)
 		ids[i] = job.ID
@@ -393,7 +396,7 @@ func (e *engine) makeReady(en *entry) {
 	en.stream = nil
 	en.resv = nil
 	e.ready.add(readyItem{priority: en.job.Priority, id: en.job.ID, queue: en.job.Queue})
-	e.tracer.job(EventReady, en.job.ID, en.job.Queue, 0)
+	e.tracer.job(EventReady, en.job, 0)
 }
 
 func (e *engine) globalFull() bool {
@@ -461,7 +464,7 @@ func (e *engine) dispatch(now uint64, en *entry, s *stream) {
 		e.flushPending = append(e.flushPending, s)
 	}
 	s.outbox = append(s.outbox, *en.job)
-	e.tracer.job(EventDispatched, en.job.ID, en.job.Queue, s.id)
+	e.observeDispatched(en, s)
 }
 
 // flush persists the in-flight state of every job dispatched since the last
@@ -673,7 +676,7 @@ func (e *engine) closeStream(now uint64, id uint64, reply func(any)) {
 		batch.PutJob(en.job)
 		e.reclaimUnique(en.job)
 		e.makeReady(en)
-		e.tracer.job(EventRequeued, en.job.ID, en.job.Queue, s.id)
+		e.tracer.job(EventRequeued, en.job, s.id)
 	}
 	s.outbox = nil
 	e.publishConsumed()
@@ -715,8 +718,8 @@ func (e *engine) ack(now uint64, ids []string, reply func(any)) {
 			notFound = append(notFound, id)
 			continue
 		}
+		e.observeAcked(en)
 		e.leaveInFlight(en)
-		e.tracer.job(EventAcked, id, en.job.Queue, 0)
 		retention := uint64(e.cfg.CompletedRetention / time.Millisecond)
 		if r := en.job.Retention; r != nil && r.CompletedMs != nil {
 			retention = *r.CompletedMs
@@ -759,7 +762,7 @@ func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persiste
 }
 
 func (e *engine) addTerminal(j *protocol.Job) {
-	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts}
+	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts, dead: j.Status == protocol.StatusDead}
 	if j.UniqueKey != "" && j.UniqueWhile == protocol.UniqueExists {
 		c := *j
 		c.Payload = nil
@@ -778,8 +781,8 @@ func (e *engine) fail(now uint64, m *FailJob, reply func(any)) {
 		return
 	}
 	j := en.job
+	e.observeFailed(j)
 	e.leaveInFlight(en)
-	e.tracer.job(EventFailed, j.ID, j.Queue, 0)
 	j.Attempts++
 	j.FailedAt = now
 	rec := &protocol.ErrorRecord{Attempt: j.Attempts, Message: *m.Req.Message, DequeuedAt: j.DequeuedAt, FailedAt: now}

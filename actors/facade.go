@@ -176,7 +176,9 @@ func (e *Engine) GetJob(ctx context.Context, id string) (*protocol.JobView, erro
 	if j.Purged(now) {
 		return nil, protocol.ErrJobNotFound
 	}
-	return j.View(now, true), nil
+	v := j.View(now, true)
+	e.addWaiting(ctx, j, v)
+	return v, nil
 }
 
 // DeleteJob deletes a job in any status.

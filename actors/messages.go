@@ -83,6 +83,12 @@ type BudgetState struct {
 	WakeAt     uint64
 	Dispatches uint64
 	Refusals   uint64
+
+	// Filled in by observeState (observe.go).
+	Definition       protocol.Definition
+	At               uint64 // when Tokens was settled (Unix ms)
+	HeadQueue        string
+	HeadAffordableAt uint64 // time_based: when the head's cost is covered (0: no head, or while_in_flight)
 }
 
 // Requests the facade sends to the queue actor. Each is answered (after

@@ -115,6 +115,10 @@ func (a *queueActor) Receive(ctx actor.Context) {
 			return
 		}
 		ctx.Forward(pid)
+	case *JobWaitingRequest:
+		a.onJobWaiting(ctx, m)
+	case *MetricsRequest:
+		ctx.Respond(a.eng.metrics(now))
 	default:
 		a.log.Warn("queue actor: unknown message", "type", slog.AnyValue(m).String())
 	}
@@ -211,6 +215,7 @@ func (a *queueActor) stopBudget(key string) {
 	if pid := a.budgets[key]; pid != nil {
 		a.ctx.Stop(pid)
 		delete(a.budgets, key)
+		a.tracer.budgetDeleted(key)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/protocol"
 )
 
 // EventKind names one step of dispatch.
@@ -27,19 +29,27 @@ const (
 	EventRequeued       EventKind = "requeued"
 )
 
-// Event is one traced step.
+// Event is one traced step. Tokens is the budget's pool level after the
+// step (free tokens: time_based level settled to now, or while_in_flight
+// allocation, both minus what is held and in flight); TokensBefore the
+// level before it, on reservations.
 type Event struct {
-	Time   time.Time `json:"time"`
-	Kind   EventKind `json:"kind"`
-	Actor  string    `json:"actor"`
-	JobID  string    `json:"job_id,omitempty"`
-	Queue  string    `json:"queue,omitempty"`
-	Budget string    `json:"budget,omitempty"`
-	Cost   uint32    `json:"cost,omitempty"`
-	Tokens *float64  `json:"tokens,omitempty"`
-	DueAt  uint64    `json:"due_at,omitempty"`
-	Reason string    `json:"reason,omitempty"`
-	Stream uint64    `json:"stream,omitempty"`
+	Time         time.Time `json:"time"`
+	Kind         EventKind `json:"kind"`
+	Actor        string    `json:"actor"`
+	JobID        string    `json:"job_id,omitempty"`
+	Queue        string    `json:"queue,omitempty"`
+	Budget       string    `json:"budget,omitempty"`
+	Budgets      []string  `json:"budgets,omitempty"` // queue events: the job's budgets
+	Cost         uint32    `json:"cost,omitempty"`
+	TokensBefore *float64  `json:"tokens_before,omitempty"`
+	Tokens       *float64  `json:"tokens,omitempty"`
+	DueAt        uint64    `json:"due_at,omitempty"`
+	Reason       string    `json:"reason,omitempty"`
+	Stream       uint64    `json:"stream,omitempty"`
+	WorkerID     string    `json:"worker_id,omitempty"`
+	Position     int       `json:"position,omitempty"` // parked: place in the budget's line, from 1
+	Count        uint64    `json:"count,omitempty"`    // dropped: events lost
 }
 
 // Tracer fans dispatch events out to subscribers. With no subscriber every
@@ -54,10 +64,12 @@ type Tracer struct {
 func NewTracer() *Tracer { return &Tracer{subs: make(map[*Subscription]struct{})} }
 
 // Subscription receives events on C; a slow reader loses events, counted
-// in Dropped.
+// in Dropped and announced by a "dropped" event (see observe.go).
 type Subscription struct {
 	C       chan Event
 	dropped atomic.Uint64
+	pending atomic.Uint64 // lost and not yet announced
+	filter  *TraceFilter  // nil: every event
 	t       *Tracer
 }
 
@@ -91,10 +103,8 @@ func (t *Tracer) emit(e Event) {
 	e.Time = time.Now()
 	t.mu.Lock()
 	for s := range t.subs {
-		select {
-		case s.C <- e:
-		default:
-			s.dropped.Add(1)
+		if s.filter.match(&e) {
+			s.deliver(e)
 		}
 	}
 	t.mu.Unlock()
@@ -102,46 +112,9 @@ func (t *Tracer) emit(e Event) {
 
 func tokensPtr(v float64) *float64 { return &v }
 
-func (t *Tracer) reserve(b *budgetCore, job JobRef, granted bool, now uint64) {
+func (t *Tracer) job(kind EventKind, j *protocol.Job, stream uint64) {
 	if !t.on() {
 		return
 	}
-	kind := EventReserveRefused
-	if granted {
-		kind = EventReserveGranted
-	}
-	t.emit(Event{Kind: kind, Actor: "budget/" + b.key, JobID: job.ID, Queue: job.Queue, Budget: b.key, Cost: job.Cost, Tokens: tokensPtr(b.tokens(now))})
-	if !granted {
-		t.emit(Event{Kind: EventParked, Actor: "budget/" + b.key, JobID: job.ID, Queue: job.Queue, Budget: b.key, Cost: job.Cost, Tokens: tokensPtr(b.tokens(now))})
-	}
-}
-
-func (t *Tracer) budgetEvent(kind EventKind, b *budgetCore, jobID string, now uint64) {
-	if !t.on() {
-		return
-	}
-	t.emit(Event{Kind: kind, Actor: "budget/" + b.key, JobID: jobID, Budget: b.key, Tokens: tokensPtr(b.tokens(now))})
-}
-
-func (t *Tracer) budgetTimer(kind EventKind, b *budgetCore, due uint64, now uint64) {
-	if !t.on() {
-		return
-	}
-	t.emit(Event{Kind: kind, Actor: "budget/" + b.key, Budget: b.key, DueAt: due})
-}
-
-func (t *Tracer) woken(b *budgetCore, ids []string, reason string, now uint64) {
-	if !t.on() {
-		return
-	}
-	for _, id := range ids {
-		t.emit(Event{Kind: EventWoken, Actor: "budget/" + b.key, JobID: id, Budget: b.key, Reason: reason, Tokens: tokensPtr(b.tokens(now))})
-	}
-}
-
-func (t *Tracer) job(kind EventKind, jobID, queue string, stream uint64) {
-	if !t.on() {
-		return
-	}
-	t.emit(Event{Kind: kind, Actor: "queue", JobID: jobID, Queue: queue, Stream: stream})
+	t.emit(Event{Kind: kind, Actor: "queue", JobID: j.ID, Queue: j.Queue, Budgets: bindingKeys(j.Budgets), Stream: stream})
 }

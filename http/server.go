@@ -81,6 +81,10 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	e.PUT("/budgets/:key", api.putBudget)
 	e.PATCH("/budgets/:key", api.patchBudget)
 	e.DELETE("/budgets/:key", api.deleteBudget)
+
+	e.GET("/budgets/:key/state", api.budgetState)
+	e.GET("/debug/trace", api.trace)
+	e.GET("/metrics", api.metricsHandler())
 	return e, api
 }
 

@@ -115,6 +115,7 @@ type JobView struct {
 	Type        string     `json:"type" msgpack:"type"`
 	UniqueKey   string     `json:"unique_key,omitempty" msgpack:"unique_key,omitempty"`
 	UniqueWhile string     `json:"unique_while,omitempty" msgpack:"unique_while,omitempty"`
+	Waiting     *Waiting   `json:"waiting,omitempty" msgpack:"waiting,omitempty"`
 }
 
 // View builds the response object for the job as seen at now. withPayload

@@ -233,7 +233,7 @@ func (c *serveConfig) validate() error {
 }
 
 func printServeUsage(w io.Writer, fs *flag.FlagSet, specs []flagSpec) {
-	fmt.Fprintln(w, "Usage: tollgate [serve] [flags]\n       tollgate version\n\nFlags (each also read from its environment variable; the flag wins):")
+	fmt.Fprintln(w, "Usage: tollgate [serve] [flags]\n       tollgate trace [--url URL] [--job ID] [--budget KEY] [--queue Q]\n       tollgate version\n\nFlags (each also read from its environment variable; the flag wins):")
 	for _, s := range specs {
 		f := fs.Lookup(s.name)
 		dflt := f.DefValue

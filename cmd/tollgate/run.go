@@ -49,6 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "trace":
+		return runTrace(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "tollgate %s (API %s)\n", Version, httpapi.APIVersion)
 		return 0
@@ -56,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_, _ = parseServe([]string{"--help"}, stdout)
 		return 0
 	}
-	fmt.Fprintf(stderr, "tollgate: unknown command %q (expected serve, version or help)\n", cmd)
+	fmt.Fprintf(stderr, "tollgate: unknown command %q (expected serve, trace, version or help)\n", cmd)
 	return 1
 }
 

@@ -1,0 +1,556 @@
+package actors
+
+// Observability: the trace events the budget and queue actors emit at each
+// step of dispatch, the filters and drop accounting of trace subscriptions,
+// the live state of a budget and of a parked job, and the counters the
+// metrics endpoint gathers from the actors on scrape.
+//
+// Nothing here takes a lock or allocates on the dispatch path while nobody
+// subscribes to the tracer: every trace hook returns after one atomic load
+// (BenchmarkObserveHooksOff, TestObserveHooksDoNotAllocate), and the
+// counters are plain fields of actor state, read by the actor itself when a
+// scrape asks.
+
+import (
+	"context"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// The traced steps added for observability (see trace.go for the others).
+const (
+	EventReserveRequested EventKind = "reserve_requested"
+	EventReturned         EventKind = "returned" // a dispatched job's tokens came back
+	EventUnparked         EventKind = "unparked" // a parked job left (deleted, moved)
+	EventBudgetCreated    EventKind = "budget_created"
+	EventBudgetUpdated    EventKind = "budget_updated"
+	EventBudgetDeleted    EventKind = "budget_deleted"
+	EventDropped          EventKind = "dropped" // Count events were lost by a slow reader
+)
+
+// ---------------------------------------------------------------- subscriptions
+
+// TraceFilter selects events: each non-empty list must contain the event's
+// field (job id, budget key, queue); a queue event of a budgeted job
+// matches a budget it is bound to. The zero filter selects everything.
+type TraceFilter struct {
+	Jobs    []string
+	Budgets []string
+	Queues  []string
+}
+
+func (f *TraceFilter) match(e *Event) bool {
+	if e.Kind == EventDropped {
+		return true
+	}
+	return f == nil || (inList(f.Jobs, e.JobID) && f.matchBudget(e) && inList(f.Queues, e.Queue))
+}
+
+// matchBudget: an event of a budget, or a queue event of a job bound to it.
+func (f *TraceFilter) matchBudget(e *Event) bool {
+	if len(f.Budgets) == 0 || inList(f.Budgets, e.Budget) {
+		return true
+	}
+	for _, b := range e.Budgets {
+		if inList(f.Budgets, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// bindingKeys lists a job's budget keys (nil for an unbudgeted job).
+func bindingKeys(bs []protocol.Binding) []string {
+	if len(bs) == 0 {
+		return nil
+	}
+	keys := make([]string, len(bs))
+	for i, b := range bs {
+		keys[i] = b.Key
+	}
+	return keys
+}
+
+func inList(list []string, v string) bool {
+	if len(list) == 0 {
+		return true
+	}
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// SubscribeFiltered starts a subscription with a buffer of n events that
+// receives only the events f selects.
+func (t *Tracer) SubscribeFiltered(n int, f TraceFilter) *Subscription {
+	s := &Subscription{C: make(chan Event, n), t: t}
+	if len(f.Jobs)+len(f.Budgets)+len(f.Queues) > 0 {
+		s.filter = &f
+	}
+	t.mu.Lock()
+	t.subs[s] = struct{}{}
+	t.active.Add(1)
+	t.mu.Unlock()
+	return s
+}
+
+// deliver queues e without ever blocking: when the buffer is full the event
+// is lost and counted. The next event that fits is preceded by a "dropped"
+// event carrying the count, so a reader knows where the gap is. It is called
+// with t.mu held.
+func (s *Subscription) deliver(e Event) {
+	if n := s.pending.Swap(0); n > 0 {
+		select {
+		case s.C <- Event{Time: e.Time, Kind: EventDropped, Actor: "tracer", Count: n}:
+		default:
+			s.pending.Add(n)
+			s.lose()
+			return
+		}
+	}
+	select {
+	case s.C <- e:
+	default:
+		s.lose()
+	}
+}
+
+func (s *Subscription) lose() {
+	s.dropped.Add(1)
+	s.pending.Add(1)
+}
+
+// TakeDropped returns the number of events lost since the last "dropped"
+// event and resets it; a reader that caught up calls it to announce a gap
+// no later event has announced yet.
+func (s *Subscription) TakeDropped() uint64 { return s.pending.Swap(0) }
+
+// Subscribers returns the number of open subscriptions.
+func (t *Tracer) Subscribers() int { return int(t.active.Load()) }
+
+// ---------------------------------------------------------------- budget actor hooks
+
+// budgetObs is what a budget actor keeps only to trace: the queue and cost
+// of the jobs it holds, has in flight or has parked (learned while someone
+// listens; entries are removed whether or not anyone listens, so the map
+// never grows without a subscriber), and the head job its wake timer was
+// armed for.
+type budgetObs struct {
+	jobs     map[string]JobRef
+	armedFor JobRef
+}
+
+func (a *budgetActor) actorName() string { return "budget/" + a.core.key }
+
+func (a *budgetActor) remember(job JobRef) {
+	if a.obs.jobs == nil {
+		a.obs.jobs = make(map[string]JobRef)
+	}
+	a.obs.jobs[job.ID] = job
+}
+
+func (a *budgetActor) recall(id string) JobRef {
+	if r, ok := a.obs.jobs[id]; ok {
+		return r
+	}
+	return JobRef{ID: id}
+}
+
+func (a *budgetActor) forget(id string) {
+	if len(a.obs.jobs) > 0 {
+		delete(a.obs.jobs, id)
+	}
+}
+
+// traceRequested emits reserve_requested and returns the tokens before the
+// reservation.
+func (a *budgetActor) traceRequested(job JobRef, now uint64) float64 {
+	if !a.tracer.on() {
+		return 0
+	}
+	before := a.core.tokens(now)
+	a.tracer.emit(Event{Kind: EventReserveRequested, Actor: a.actorName(), JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, Tokens: tokensPtr(before)})
+	return before
+}
+
+// traceReserved emits reserve_granted, or reserve_refused and parked with
+// the job's place in line.
+func (a *budgetActor) traceReserved(job JobRef, granted bool, before float64, now uint64) {
+	if !a.tracer.on() {
+		return
+	}
+	a.remember(job)
+	kind := EventReserveRefused
+	if granted {
+		kind = EventReserveGranted
+	}
+	after := tokensPtr(a.core.tokens(now))
+	name := a.actorName()
+	a.tracer.emit(Event{Kind: kind, Actor: name, JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, TokensBefore: tokensPtr(before), Tokens: after})
+	if !granted {
+		a.tracer.emit(Event{Kind: EventParked, Actor: name, JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, Tokens: after, Position: a.position(job.ID)})
+	}
+}
+
+// traceJob emits commit, release, returned or unparked for one job. Only a
+// commit keeps the job remembered (its tokens come back later).
+func (a *budgetActor) traceJob(kind EventKind, jobID string, now uint64) {
+	if !a.tracer.on() {
+		if kind != EventCommit {
+			a.forget(jobID)
+		}
+		return
+	}
+	r := a.recall(jobID)
+	if kind != EventCommit {
+		a.forget(jobID)
+	}
+	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), JobID: jobID, Queue: r.Queue, Budget: a.core.key, Cost: r.Cost, Tokens: tokensPtr(a.core.tokens(now))})
+}
+
+// traceWoken emits one woken event per job handed back to the queue.
+func (a *budgetActor) traceWoken(ids []string, reason string, now uint64) {
+	if !a.tracer.on() {
+		if len(a.obs.jobs) > 0 {
+			for _, id := range ids {
+				delete(a.obs.jobs, id)
+			}
+		}
+		return
+	}
+	tokens := tokensPtr(a.core.tokens(now))
+	name := a.actorName()
+	for _, id := range ids {
+		r := a.recall(id)
+		a.forget(id)
+		a.tracer.emit(Event{Kind: EventWoken, Actor: name, JobID: id, Queue: r.Queue, Budget: a.core.key, Cost: r.Cost, Reason: reason, Tokens: tokens})
+	}
+}
+
+// traceTimer emits timer_armed, timer_fired or timer_cancelled with the due
+// time and the head job the timer was armed for.
+func (a *budgetActor) traceTimer(kind EventKind, due, now uint64) {
+	if !a.tracer.on() {
+		if kind == EventTimerArmed {
+			a.obs.armedFor = JobRef{}
+		}
+		return
+	}
+	if kind == EventTimerArmed {
+		a.obs.armedFor, _ = a.core.head()
+	}
+	h := a.obs.armedFor
+	e := Event{Kind: kind, Actor: a.actorName(), JobID: h.ID, Queue: h.Queue, Budget: a.core.key, Cost: h.Cost, DueAt: due}
+	if kind != EventTimerCancelled {
+		e.Tokens = tokensPtr(a.core.tokens(now))
+	}
+	a.tracer.emit(e)
+}
+
+// traceBudget emits budget_created or budget_updated with the pool level.
+func (a *budgetActor) traceBudget(kind EventKind, now uint64) {
+	if !a.tracer.on() {
+		return
+	}
+	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), Budget: a.core.key, Tokens: tokensPtr(a.core.tokens(now))})
+}
+
+// budgetDeleted emits budget_deleted from the queue actor.
+func (t *Tracer) budgetDeleted(key string) {
+	if !t.on() {
+		return
+	}
+	t.emit(Event{Kind: EventBudgetDeleted, Actor: "queue", Budget: key})
+}
+
+// position is a parked job's place in its budget's line, from 1: the jobs
+// ahead of it that hold it back (those of a consumed queue), plus one. 0
+// when the job is not parked. It walks the jobs ahead: O(position).
+func (a *budgetActor) position(jobID string) int {
+	ref, ok := a.core.parkedN[jobID]
+	if !ok {
+		return 0
+	}
+	n := 1
+	a.core.parked.AscendLessThan(ref, func(r JobRef) bool {
+		if a.core.consumed(r.Queue) {
+			n++
+		}
+		return true
+	})
+	return n
+}
+
+// affordableAt is when free tokens (settled at now) grow to need: now when
+// they already cover it, 0 for while_in_flight budgets (whose tokens come
+// back with acks, not with time).
+func (a *budgetActor) affordableAt(need, free float64, now uint64) uint64 {
+	if a.core.def.Strategy.Type != protocol.TimeBased {
+		return 0
+	}
+	if free+tokenEpsilon >= need {
+		return now
+	}
+	return now + uint64(math.Ceil((need-free)/a.core.rate()-tokenEpsilon))
+}
+
+// observeState adds to a state snapshot what only observation needs.
+func (a *budgetActor) observeState(s *BudgetState, now uint64) {
+	s.Definition = a.core.def
+	s.At = now
+	if h, ok := a.core.head(); ok {
+		s.HeadQueue = h.Queue
+		s.HeadAffordableAt = a.affordableAt(float64(h.Cost), s.Tokens, now)
+	}
+}
+
+// waiting answers where a parked job stands: its place in line and, on a
+// time_based budget, when the tokens for it and every job ahead of it will
+// have dripped in. Its walk is O(position), like position's.
+func (a *budgetActor) waiting(jobID string, now uint64) *JobWaitingResponse {
+	ref, ok := a.core.parkedN[jobID]
+	if !ok {
+		return &JobWaitingResponse{}
+	}
+	free := a.core.tokens(now)
+	need := float64(ref.Cost)
+	pos := 1
+	a.core.parked.AscendLessThan(ref, func(r JobRef) bool {
+		if a.core.consumed(r.Queue) {
+			pos++
+			need += float64(r.Cost)
+		}
+		return true
+	})
+	return &JobWaitingResponse{Waiting: &protocol.Waiting{
+		Budget:       a.core.key,
+		Cost:         ref.Cost,
+		Position:     pos,
+		AffordableAt: a.affordableAt(need, free, now),
+	}}
+}
+
+// ---------------------------------------------------------------- queue actor hooks
+
+// engineObs holds the engine's counters for the metrics endpoint.
+type engineObs struct {
+	queues map[string]*queueCounters
+}
+
+type queueCounters struct {
+	enqueued, dispatched, acked, failed uint64
+}
+
+func (e *engine) counters(queue string) *queueCounters {
+	c := e.obs.queues[queue]
+	if c == nil {
+		if e.obs.queues == nil {
+			e.obs.queues = make(map[string]*queueCounters)
+		}
+		c = &queueCounters{}
+		e.obs.queues[queue] = c
+	}
+	return c
+}
+
+func (e *engine) observeEnqueued(j *protocol.Job) { e.counters(j.Queue).enqueued++ }
+
+func (e *engine) observeDispatched(en *entry, s *stream) {
+	e.counters(en.job.Queue).dispatched++
+	if !e.tracer.on() {
+		return
+	}
+	e.tracer.emit(Event{Kind: EventDispatched, Actor: "queue", JobID: en.job.ID, Queue: en.job.Queue, Budgets: bindingKeys(en.job.Budgets), Stream: s.id, WorkerID: s.workerID})
+}
+
+func (e *engine) observeAcked(en *entry) {
+	e.counters(en.job.Queue).acked++
+	e.tracer.job(EventAcked, en.job, 0)
+}
+
+func (e *engine) observeFailed(j *protocol.Job) {
+	e.counters(j.Queue).failed++
+	e.tracer.job(EventFailed, j, 0)
+}
+
+// QueueMetrics counts one queue's jobs by visible status (a parked job is
+// ready, and also counted in Parked) and its traffic since the start.
+type QueueMetrics struct {
+	Queue                               string
+	Ready, Parked, Scheduled, InFlight  int
+	Completed, Dead                     int
+	Enqueued, Dispatched, Acked, Failed uint64
+}
+
+// metrics answers a MetricsRequest. It walks every job the queue
+// actor holds (O(jobs), once per scrape).
+func (e *engine) metrics(now uint64) *metricsSnapshot {
+	per := make(map[string]*QueueMetrics)
+	get := func(q string) *QueueMetrics {
+		m := per[q]
+		if m == nil {
+			m = &QueueMetrics{Queue: q}
+			per[q] = m
+		}
+		return m
+	}
+	for _, en := range e.jobs {
+		m := get(en.job.Queue)
+		switch en.state {
+		case stInFlight:
+			m.InFlight++
+		case stScheduled:
+			if en.job.VisibleStatus(now) == protocol.StatusScheduled {
+				m.Scheduled++
+			} else {
+				m.Ready++
+			}
+		case stParked:
+			m.Ready++
+			m.Parked++
+		default:
+			m.Ready++
+		}
+	}
+	for _, t := range e.terminal {
+		if t.purgeAt != 0 && t.purgeAt <= now {
+			continue // purged, awaiting the reaper: invisible
+		}
+		if m := get(t.queue); t.dead {
+			m.Dead++
+		} else {
+			m.Completed++
+		}
+	}
+	for q, c := range e.obs.queues {
+		m := get(q)
+		m.Enqueued, m.Dispatched, m.Acked, m.Failed = c.enqueued, c.dispatched, c.acked, c.failed
+	}
+	snap := &metricsSnapshot{Streams: len(e.streams), Budgets: make([]string, 0, len(e.budgets))}
+	for _, m := range per {
+		snap.Queues = append(snap.Queues, *m)
+	}
+	sort.Slice(snap.Queues, func(i, j int) bool { return snap.Queues[i].Queue < snap.Queues[j].Queue })
+	for k := range e.budgets {
+		snap.Budgets = append(snap.Budgets, k)
+	}
+	sort.Strings(snap.Budgets)
+	return snap
+}
+
+// onJobWaiting answers a JobWaitingRequest: a job parked on a budget is
+// asked about by that budget actor, which answers the original sender; any
+// other job waits on nothing.
+func (a *queueActor) onJobWaiting(ctx actor.Context, m *JobWaitingRequest) {
+	en := a.eng.jobs[m.ID]
+	if en == nil || en.state != stParked {
+		ctx.Respond(&JobWaitingResponse{})
+		return
+	}
+	pid := a.budgets[en.parkedOn]
+	if pid == nil {
+		ctx.Respond(&JobWaitingResponse{})
+		return
+	}
+	ctx.RequestWithCustomSender(pid, &parkedJobQuery{JobID: m.ID}, ctx.Sender())
+}
+
+// ---------------------------------------------------------------- messages
+
+// JobWaitingRequest asks where a ready job waits. The queue actor passes it
+// on to the budget the job is parked on, which answers.
+type JobWaitingRequest struct{ ID string }
+
+// JobWaitingResponse answers it; Waiting is nil when the job is not parked.
+type JobWaitingResponse struct{ Waiting *protocol.Waiting }
+
+// MetricsRequest asks the queue actor for job counts, traffic counters and
+// the budget keys.
+type MetricsRequest struct{}
+
+// metricsSnapshot answers a MetricsRequest.
+type metricsSnapshot struct {
+	Queues  []QueueMetrics
+	Budgets []string
+	Streams int
+}
+
+// parkedJobQuery is JobWaitingRequest as the budget actor receives it.
+type parkedJobQuery struct{ JobID string }
+
+func (*JobWaitingRequest) isQueueMsg() {}
+func (*MetricsRequest) isQueueMsg()    {}
+func (*parkedJobQuery) isBudgetMsg()   {}
+
+// ---------------------------------------------------------------- facade
+
+// waitingTimeout bounds the question GetJob asks the actors about a parked
+// job; without an answer the job is shown without its waiting object.
+const waitingTimeout = 5 * time.Second
+
+// addWaiting adds the waiting object to the view of a ready budgeted job
+// that is parked on a budget.
+func (e *Engine) addWaiting(ctx context.Context, j *protocol.Job, v *protocol.JobView) {
+	if v.Status != protocol.StatusReady || len(j.Budgets) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, waitingTimeout)
+	defer cancel()
+	res, err := e.call(ctx, &JobWaitingRequest{ID: j.ID})
+	if err != nil {
+		return
+	}
+	if r, ok := res.(*JobWaitingResponse); ok {
+		v.Waiting = r.Waiting
+	}
+}
+
+// Metrics is what the metrics endpoint reports, gathered from the actors
+// when asked.
+type Metrics struct {
+	Queues      []QueueMetrics // by queue name
+	Budgets     []BudgetState  // by key
+	Streams     int            // open take streams
+	Subscribers int            // open trace subscriptions
+}
+
+// Metrics asks the queue actor for its counts and every budget actor for
+// its state (all budgets at once, then waits for each answer). A budget
+// deleted in between is left out.
+func (e *Engine) Metrics(ctx context.Context) (*Metrics, error) {
+	res, err := e.call(ctx, &MetricsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	snap := res.(*metricsSnapshot)
+	timeout := e.timeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	futures := make([]*actor.Future, len(snap.Budgets))
+	for i, key := range snap.Budgets {
+		futures[i] = e.system.Root.RequestFuture(e.queue, &budgetStateQuery{Key: key}, timeout)
+	}
+	m := &Metrics{Queues: snap.Queues, Streams: snap.Streams, Subscribers: e.tracer.Subscribers()}
+	for _, f := range futures {
+		r, err := f.Result()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		if s, ok := r.(*BudgetState); ok {
+			m.Budgets = append(m.Budgets, *s)
+		}
+	}
+	return m, nil
+}

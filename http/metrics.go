@@ -1,0 +1,146 @@
+package http
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// scrapeTimeout bounds how long one scrape waits for the actors.
+const scrapeTimeout = 10 * time.Second
+
+// engineCollector is a Prometheus collector that asks the engine for its
+// numbers on each scrape, so nothing on the dispatch path takes a lock or
+// touches a metric: the actors count in their own state and answer when
+// asked.
+type engineCollector struct {
+	engine *actors.Engine
+	log    *slog.Logger
+
+	jobs, parked                            *prometheus.Desc
+	enqueued, dispatched, acked, failed     *prometheus.Desc
+	tokens, inFlight, held, budgetParked    *prometheus.Desc
+	budgetDispatches, refusals, wakeAt      *prometheus.Desc
+	streams, subscribers, scrapeError       *prometheus.Desc
+	budgetAllocation, budgetCapacity        *prometheus.Desc
+	headAffordableAt                        *prometheus.Desc
+	jobStatuses                             []protocol.Status
+	budgetLabels, queueLabels, statusLabels []string
+}
+
+func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollector {
+	q := []string{"queue"}
+	qs := []string{"queue", "status"}
+	b := []string{"budget"}
+	bt := []string{"budget", "type"}
+	d := prometheus.NewDesc
+	return &engineCollector{
+		engine:           engine,
+		log:              log,
+		jobs:             d("tollgate_jobs", "Jobs by queue and visible status (a parked job is ready).", qs, nil),
+		parked:           d("tollgate_jobs_parked", "Ready jobs parked on a budget, by queue.", q, nil),
+		enqueued:         d("tollgate_jobs_enqueued_total", "Jobs enqueued since the server started.", q, nil),
+		dispatched:       d("tollgate_jobs_dispatched_total", "Jobs handed to a take stream since the server started.", q, nil),
+		acked:            d("tollgate_jobs_acked_total", "Jobs acknowledged as done since the server started.", q, nil),
+		failed:           d("tollgate_jobs_failed_total", "Job failures reported since the server started.", q, nil),
+		tokens:           d("tollgate_budget_tokens_available", "Tokens a new reservation could take now (time_based: settled to now).", bt, nil),
+		inFlight:         d("tollgate_budget_cost_in_flight", "Cost of the budget's jobs in flight.", b, nil),
+		held:             d("tollgate_budget_cost_held", "Cost reserved by jobs about to dispatch.", b, nil),
+		budgetParked:     d("tollgate_budget_parked_jobs", "Jobs parked on the budget.", b, nil),
+		budgetDispatches: d("tollgate_budget_dispatches_total", "Dispatches that debited the budget since it was loaded or created.", b, nil),
+		refusals:         d("tollgate_budget_refusals_total", "Reservations the budget refused (the job parked) since it was loaded or created.", b, nil),
+		wakeAt:           d("tollgate_budget_wake_timer_seconds", "When the budget's wake timer fires (Unix seconds); absent when none is armed.", b, nil),
+		headAffordableAt: d("tollgate_budget_head_affordable_seconds", "time_based: when the head parked job's cost is covered (Unix seconds).", b, nil),
+		budgetAllocation: d("tollgate_budget_allocation", "The budget's allocation.", b, nil),
+		budgetCapacity:   d("tollgate_budget_capacity", "The most tokens the budget's pool can hold.", b, nil),
+		streams:          d("tollgate_take_streams", "Open take streams.", nil, nil),
+		subscribers:      d("tollgate_trace_subscribers", "Open /debug/trace streams.", nil, nil),
+		scrapeError:      d("tollgate_scrape_error", "1 when the engine did not answer this scrape.", nil, nil),
+		jobStatuses:      []protocol.Status{protocol.StatusReady, protocol.StatusScheduled, protocol.StatusInFlight, protocol.StatusCompleted, protocol.StatusDead},
+	}
+}
+
+// Describe sends every descriptor.
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.dispatched, c.acked, c.failed,
+		c.tokens, c.inFlight, c.held, c.budgetParked, c.budgetDispatches, c.refusals, c.wakeAt,
+		c.headAffordableAt, c.budgetAllocation, c.budgetCapacity, c.streams, c.subscribers, c.scrapeError} {
+		ch <- d
+	}
+}
+
+// Collect asks the engine and turns its answer into constant metrics.
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	m, err := c.engine.Metrics(ctx)
+	if err != nil {
+		c.log.Warn("metrics: engine did not answer", "err", err)
+		ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 1)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 0)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	for _, q := range m.Queues {
+		counts := map[protocol.Status]int{
+			protocol.StatusReady: q.Ready, protocol.StatusScheduled: q.Scheduled, protocol.StatusInFlight: q.InFlight,
+			protocol.StatusCompleted: q.Completed, protocol.StatusDead: q.Dead,
+		}
+		for _, st := range c.jobStatuses {
+			gauge(c.jobs, float64(counts[st]), q.Queue, string(st))
+		}
+		gauge(c.parked, float64(q.Parked), q.Queue)
+		counter(c.enqueued, float64(q.Enqueued), q.Queue)
+		counter(c.dispatched, float64(q.Dispatched), q.Queue)
+		counter(c.acked, float64(q.Acked), q.Queue)
+		counter(c.failed, float64(q.Failed), q.Queue)
+	}
+	for _, b := range m.Budgets {
+		gauge(c.tokens, b.Tokens, b.Key, string(b.Definition.Strategy.Type))
+		gauge(c.inFlight, float64(b.InFlight), b.Key)
+		gauge(c.held, float64(b.Held), b.Key)
+		gauge(c.budgetParked, float64(b.Parked), b.Key)
+		gauge(c.budgetAllocation, float64(b.Definition.Allocation), b.Key)
+		gauge(c.budgetCapacity, float64(b.Definition.Capacity()), b.Key)
+		counter(c.budgetDispatches, float64(b.Dispatches), b.Key)
+		counter(c.refusals, float64(b.Refusals), b.Key)
+		if b.WakeAt != 0 {
+			gauge(c.wakeAt, float64(b.WakeAt)/1000, b.Key)
+		}
+		if b.HeadAffordableAt != 0 {
+			gauge(c.headAffordableAt, float64(b.HeadAffordableAt)/1000, b.Key)
+		}
+	}
+	gauge(c.streams, float64(m.Streams))
+	gauge(c.subscribers, float64(m.Subscribers))
+}
+
+// metricsHandler serves GET /metrics in the Prometheus text format (or
+// protobuf, when a scraper asks for it) from a registry of its own: the
+// engine collector plus the Go runtime and process collectors.
+func (a *API) metricsHandler() echo.HandlerFunc {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		newEngineCollector(a.engine, a.log),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+	return echo.WrapHandler(h)
+}
