@@ -50,6 +50,7 @@ func (a *budgetActor) Receive(ctx actor.Context) {
 	case *CommitReservation:
 		a.core.commit(now, m.JobID)
 		a.traceJob(EventCommit, m.JobID, now)
+		a.syncTimer(ctx, now)
 	case *ReleaseReservation:
 		woken := a.core.release(now, m.JobID)
 		a.traceJob(EventRelease, m.JobID, now)
@@ -66,7 +67,7 @@ func (a *budgetActor) Receive(ctx actor.Context) {
 		woken := a.core.update(now, m.Definition)
 		a.traceBudget(EventBudgetUpdated, now)
 		a.wake(ctx, woken, "update", now)
-	case *QueuesChanged:
+	case *QueuesChanged, *Reevaluate:
 		a.wake(ctx, a.core.evaluate(now), "update", now)
 	case *budgetWake:
 		if m.gen != a.gen {

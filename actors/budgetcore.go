@@ -260,6 +260,21 @@ func (b *budgetCore) setTimer(free float64) {
 	if need <= tokenEpsilon {
 		need = 0
 	}
+	// The level never rises above capacity. When the head needs more than
+	// the refill can bring because tokens are held by reservations, the
+	// commit or release of those holds re-evaluates; the timer would only
+	// fire early. Otherwise arm it for when the level gets there, or for
+	// when the pool is full (the woken jobs counted against free may never
+	// reserve, and a full pool is worth a fresh look).
+	capacity := float64(b.def.Capacity())
+	if b.level+need > capacity+tokenEpsilon {
+		if b.held > 0 {
+			return
+		}
+		if b.level < capacity-tokenEpsilon {
+			need = capacity - b.level
+		}
+	}
 	wait := uint64(math.Ceil(need/b.rate() - tokenEpsilon))
 	b.wakeAt = b.at + wait
 	if b.wakeAt <= b.at {

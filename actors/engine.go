@@ -518,6 +518,14 @@ func (e *engine) askNext(en *entry) {
 	e.out.toBudget(b.Key, &ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}})
 }
 
+// nudge tells budgets that a job they may have woken will not reserve on
+// them now, so they look at their parked jobs again.
+func (e *engine) nudge(bindings []protocol.Binding) {
+	for _, b := range bindings {
+		e.out.toBudget(b.Key, &Reevaluate{})
+	}
+}
+
 // endReservation gives the stream slot back.
 func (e *engine) endReservation(en *entry) {
 	if en.stream != nil {
@@ -536,13 +544,18 @@ func (e *engine) releaseHolds(en *entry) {
 func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 	en := e.jobs[m.JobID]
 	if en == nil || en.state != stReserving || en.resv.bindings[en.resv.idx].Key != m.Key {
-		if m.Granted { // the job left (deleted) while asking: give the hold back
+		// The job left (deleted, reset) while asking: give a hold back, or
+		// take it off the parked list a refusal put it on.
+		if m.Granted {
 			e.out.toBudget(m.Key, &ReleaseReservation{JobID: m.JobID})
+		} else {
+			e.out.toBudget(m.Key, &UnparkJob{JobID: m.JobID})
 		}
 		return
 	}
 	if !m.Granted {
 		e.releaseHolds(en)
+		e.nudge(en.resv.bindings[en.resv.idx+1:])
 		e.endReservation(en)
 		en.state = stParked
 		en.parkedOn = m.Key
@@ -609,8 +622,10 @@ func (e *engine) detach(en *entry) {
 	switch en.state {
 	case stReady:
 		e.ready.remove(readyItem{priority: en.job.Priority, id: en.job.ID, queue: en.job.Queue})
+		e.nudge(en.job.Budgets)
 	case stReserving:
 		e.releaseHolds(en)
+		e.nudge(en.resv.bindings[en.resv.idx+1:])
 		e.endReservation(en)
 	case stParked:
 		e.out.toBudget(en.parkedOn, &UnparkJob{JobID: en.job.ID})

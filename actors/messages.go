@@ -34,6 +34,11 @@ type ApplyDefinition struct{ Definition protocol.Definition }
 // QueuesChanged says the set of consumed queues changed.
 type QueuesChanged struct{}
 
+// Reevaluate asks a budget to look at its parked jobs again: a job it woke
+// (and counted against its free tokens) will not reserve there after all,
+// because it was deleted or parked on another of its budgets first.
+type Reevaluate struct{}
+
 // BudgetStateRequest asks for a snapshot of the budget's live state.
 type BudgetStateRequest struct{}
 
@@ -47,6 +52,7 @@ func (*ReturnTokens) isBudgetMsg()       {}
 func (*UnparkJob) isBudgetMsg()          {}
 func (*ApplyDefinition) isBudgetMsg()    {}
 func (*QueuesChanged) isBudgetMsg()      {}
+func (*Reevaluate) isBudgetMsg()         {}
 func (*BudgetStateRequest) isBudgetMsg() {}
 func (*budgetWake) isBudgetMsg()         {}
 
