@@ -322,13 +322,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 	for i, k := range holderIndex {
 		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
 	}
-	e.out.persist(batch, func(err error) {
-		if err != nil {
-			reply(err)
-			return
-		}
-		reply(&EnqueueJobsResponse{Jobs: views})
-	})
+	e.persistThenReply(batch, reply, &EnqueueJobsResponse{Jobs: views})
 	e.pump(now)
 }
 
@@ -516,6 +510,18 @@ func (e *engine) startReservation(en *entry, s *stream) {
 func (e *engine) askNext(en *entry) {
 	b := en.resv.bindings[en.resv.idx]
 	e.out.toBudget(b.Key, &ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}})
+}
+
+// persistThenReply commits batch and answers with resp once it is durable
+// (or with the error that prevented it).
+func (e *engine) persistThenReply(batch *persistence.Batch, reply func(any), resp any) {
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			reply(err)
+			return
+		}
+		reply(resp)
+	})
 }
 
 // nudge tells budgets that a job they may have woken will not reserve on
@@ -742,13 +748,7 @@ func (e *engine) ack(now uint64, ids []string, reply func(any)) {
 		en.job.Status = protocol.StatusCompleted
 		e.finish(now, en, retention, batch, true)
 	}
-	e.out.persist(batch, func(err error) {
-		if err != nil {
-			reply(err)
-			return
-		}
-		reply(&AckJobsResponse{NotFound: notFound})
-	})
+	e.persistThenReply(batch, reply, &AckJobsResponse{NotFound: notFound})
 	e.pump(now)
 }
 
@@ -840,13 +840,7 @@ func (e *engine) fail(now uint64, m *FailJob, reply func(any)) {
 		e.reclaimUnique(j)
 		e.out.schedule(j.ID, j.ReadyAt)
 	}
-	e.out.persist(batch, func(err error) {
-		if err != nil {
-			reply(err)
-			return
-		}
-		reply(&JobResponse{Job: view})
-	})
+	e.persistThenReply(batch, reply, &JobResponse{Job: view})
 	e.pump(now)
 }
 
@@ -882,13 +876,7 @@ func (e *engine) deleteJob(now uint64, id string, reply func(any)) {
 		reply(protocol.ErrJobNotFound)
 		return
 	}
-	e.out.persist(batch, func(err error) {
-		if err != nil {
-			reply(err)
-			return
-		}
-		reply(&Done{})
-	})
+	e.persistThenReply(batch, reply, &Done{})
 	e.pump(now)
 }
 
@@ -950,13 +938,7 @@ func (e *engine) reset(now uint64, reply func(any)) {
 	e.inFlightTotal = 0
 	e.reservingTotal = 0
 	e.out.clearSchedule()
-	e.out.persist(batch, func(err error) {
-		if err != nil {
-			reply(err)
-			return
-		}
-		reply(&Done{})
-	})
+	e.persistThenReply(batch, reply, &Done{})
 }
 
 func (e *engine) listQueues() []string {
@@ -1013,13 +995,7 @@ func (e *engine) createBudget(now uint64, m *CreateBudget, reply func(any)) {
 	e.out.spawnBudget(b)
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	batch.PutBudget(&b)
-	e.out.persist(batch, func(err error) {
-		if err != nil {
-			reply(err)
-			return
-		}
-		reply(&BudgetResponse{Budget: b, Created: true})
-	})
+	e.persistThenReply(batch, reply, &BudgetResponse{Budget: b, Created: true})
 }
 
 func (e *engine) patchBudget(now uint64, m *PatchBudget, reply func(any)) {
@@ -1057,13 +1033,7 @@ func (e *engine) replaceBudget(now uint64, be *budgetEntry, def protocol.Definit
 	e.out.toBudget(key, &ApplyDefinition{Definition: def})
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	batch.PutBudget(&b)
-	e.out.persist(batch, func(err error) {
-		if err != nil {
-			reply(err)
-			return
-		}
-		reply(&BudgetResponse{Budget: b})
-	})
+	e.persistThenReply(batch, reply, &BudgetResponse{Budget: b})
 }
 
 // costsAbove counts bound unfinished jobs costing more than limit and
@@ -1094,13 +1064,7 @@ func (e *engine) deleteBudget(m *DeleteBudget, reply func(any)) {
 	e.out.stopBudget(m.Key)
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	batch.DeleteBudget(m.Key)
-	e.out.persist(batch, func(err error) {
-		if err != nil {
-			reply(err)
-			return
-		}
-		reply(&Done{})
-	})
+	e.persistThenReply(batch, reply, &Done{})
 }
 
 func plural(n int, one, many string) string {
