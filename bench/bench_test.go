@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runJSON runs the harness in-process with --json and decodes the report.
+func runJSON(t *testing.T, args ...string) (Report, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, append(args, "--json", "--progress", "0"), &stdout, &stderr, nil)
+	t.Logf("stderr:\n%s", stderr.String())
+	var rep Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("decode report (exit %d): %v\n%s", code, err, stdout.String())
+	}
+	return rep, code
+}
+
+// TestCeilingTiny runs the ceiling scenario end to end, in-process, in each
+// HTTP shape, and checks that the report's counts add up.
+func TestCeilingTiny(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		jobs     int64
+		enqReqs  int64
+		transp   string
+		ackBatch int
+	}{
+		{name: "bulk-http1", args: nil, jobs: 2000, enqReqs: 40, transp: "http/1.1", ackBatch: 50},
+		{name: "bulk-h2", args: []string{"--h2"}, jobs: 2000, enqReqs: 40, transp: "h2c", ackBatch: 50},
+		{name: "single-http1", args: []string{"--batch", "1", "--ack-batch", "1", "--jobs", "300"},
+			jobs: 300, enqReqs: 300, transp: "http/1.1", ackBatch: 1},
+		{name: "single-h2-unlimited-prefetch", args: []string{"--h2", "--batch", "1", "--ack-batch", "1", "--jobs", "300", "--prefetch", "0"},
+			jobs: 300, enqReqs: 300, transp: "h2c", ackBatch: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			rep, code := runJSON(t, append([]string{"--scenario", "ceiling", "--tiny"}, tc.args...)...)
+			if code != exitOK {
+				t.Errorf("exit code %d, want %d", code, exitOK)
+			}
+			j := rep.Jobs
+			checks := []struct {
+				what      string
+				got, want int64
+			}{
+				{"enqueued", j.Enqueued, tc.jobs},
+				{"dispatched", j.Dispatched, tc.jobs},
+				{"acked", j.Acked, tc.jobs},
+				{"unfinished", j.Unfinished, 0},
+				{"duplicates", j.Duplicates, 0},
+				{"enqueue_failed", j.EnqueueFailed, 0},
+				{"ack_rejected", j.AckRejected, 0},
+				{"ack_failed", j.AckFailed, 0},
+				{"unknown", j.Unknown, 0},
+				{"enqueue_requests", j.EnqueueReqs, tc.enqReqs},
+				{"latency n enqueue->delivered", rep.Latency.EnqueueToDelivered.N, tc.jobs},
+				{"latency n delivered->acked", rep.Latency.DeliveredToAcked.N, tc.jobs},
+				{"error_total", rep.ErrorTotal, 0},
+			}
+			for _, c := range checks {
+				if c.got != c.want {
+					t.Errorf("%s = %d, want %d", c.what, c.got, c.want)
+				}
+			}
+			if rep.Outcome != outcomeCompleted || len(rep.Anomalies) != 0 {
+				t.Errorf("outcome %q anomalies %v, want completed and none", rep.Outcome, rep.Anomalies)
+			}
+			if tc.ackBatch == 1 && j.AckReqs != tc.jobs {
+				t.Errorf("ack requests = %d, want one per job (%d)", j.AckReqs, tc.jobs)
+			}
+			if tc.ackBatch > 1 && (j.AckReqs < tc.jobs/int64(tc.ackBatch) || j.AckReqs > tc.jobs) {
+				t.Errorf("ack requests = %d, want between %d and %d", j.AckReqs, tc.jobs/int64(tc.ackBatch), tc.jobs)
+			}
+			tp := rep.Throughput
+			if tp.Enqueue <= 0 || tp.Dispatch <= 0 || tp.Ack <= 0 {
+				t.Errorf("throughput %+v: every rate must be positive", tp)
+			}
+			if l := rep.Latency.EnqueueToDelivered; l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max {
+				t.Errorf("enqueue->delivered percentiles out of order: %+v", l)
+			}
+			if !strings.HasPrefix(rep.Transport, tc.transp) {
+				t.Errorf("transport %q, want prefix %q", rep.Transport, tc.transp)
+			}
+			if rep.Server != nil {
+				t.Errorf("ceiling has no server process, report has %+v", rep.Server)
+			}
+			// Everything the run started must be gone (streams, ack loops,
+			// the in-process server).
+			deadline := time.Now().Add(5 * time.Second)
+			for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if n := runtime.NumGoroutine(); n > before+2 {
+				buf := make([]byte, 1<<20)
+				t.Errorf("%d goroutines after the run, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+			}
+		})
+	}
+}
+
+// TestCeilingTextReport checks the line-oriented report has its key lines.
+func TestCeilingTextReport(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--scenario", "ceiling", "--tiny", "--progress", "0"}, &stdout, &stderr, nil)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	for _, key := range []string{"scenario ", "outcome ", "jobs ", "throughput_jobs_s ", "latency_ms.enq_to_deliver ",
+		"latency_ms.deliver_to_ack ", "anomalies "} {
+		found := false
+		for _, l := range strings.Split(stdout.String(), "\n") {
+			found = found || strings.HasPrefix(l, key)
+		}
+		if !found {
+			t.Errorf("report has no %q line:\n%s", key, stdout.String())
+		}
+	}
+}
+
+func TestParseConfigPrecedence(t *testing.T) {
+	var out bytes.Buffer
+	c, err := parseConfig([]string{"--scenario", "inflight", "--tiny", "--jobs", "7"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// explicit flag > tiny scenario preset > tiny preset > scenario > global
+	if c.Jobs != 7 || c.BudgetAlloc != 4 || c.Sleep != 20*time.Millisecond || c.Workers != 2 || c.PayloadBytes != 200 {
+		t.Errorf("got jobs=%d alloc=%d sleep=%s workers=%d payload=%d", c.Jobs, c.BudgetAlloc, c.Sleep, c.Workers, c.PayloadBytes)
+	}
+	c, err = parseConfig([]string{"--scenario", "rate"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BudgetAlloc != 2000 || c.BudgetDuration != time.Second || c.Timeout != 2*time.Minute {
+		t.Errorf("rate defaults: alloc=%d duration=%s timeout=%s", c.BudgetAlloc, c.BudgetDuration, c.Timeout)
+	}
+	bad := [][]string{
+		{"--scenario", "nope"},
+		{"--url", "http://10.0.0.1:7890"},
+		{"--url", "http://example.com:7890"},
+		{"--url", "http://127.0.0.1:7890", "--scenario", "restart"},
+		{"--scenario", "inflight", "--cost", "5", "--budget-alloc", "4"},
+		{"--workers", "0"},
+	}
+	for _, args := range bad {
+		if _, err := parseConfig(args, &out); err == nil {
+			t.Errorf("parseConfig(%q) accepted", args)
+		}
+	}
+	if _, err := parseConfig([]string{"--url", "http://localhost:7890/"}, &out); err != nil {
+		t.Errorf("localhost rejected: %v", err)
+	}
+	if got := normalizeURL("http://localhost:7890/"); got != "http://127.0.0.1:7890" {
+		t.Errorf("normalizeURL = %q", got)
+	}
+}
+
+func TestWindowMax(t *testing.T) {
+	ms := time.Millisecond
+	recs := []dispatchRec{{at: 0, cost: 1}, {at: 1 * ms, cost: 1}, {at: 999 * ms, cost: 1}, {at: 1000 * ms, cost: 1}, {at: 1500 * ms, cost: 2}}
+	if got := windowMax(recs, func(d dispatchRec) time.Duration { return d.at }, time.Second); got != 4 {
+		// [1ms, 1001ms) holds 1ms, 999ms, 1000ms; [999ms,1999ms) holds 1+1+2.
+		t.Errorf("windowMax = %d, want 4", got)
+	}
+}
+
+func TestBucketDeviations(t *testing.T) {
+	ms := time.Millisecond
+	rate := 10.0 / float64(time.Second) // 10 per second, capacity 2
+	// Burst of 2 at 0, then one every 100 ms: the ideal schedule exactly.
+	ideal := []dispatchRec{{at: 0, cost: 1}, {at: 0, cost: 1}, {at: 100 * ms, cost: 1}, {at: 200 * ms, cost: 1}}
+	at := func(d dispatchRec) time.Duration { return d.at }
+	for i, d := range bucketDeviations(ideal, at, at, 0, 2, rate) {
+		if d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("ideal dispatch %d deviates by %s", i, d)
+		}
+	}
+	// A third job at 50 ms is 50 ms early; one at 300 ms after a job enqueued
+	// at 250 ms with tokens to spare is 50 ms late.
+	devs := bucketDeviations([]dispatchRec{{at: 0, cost: 1}, {at: 0, cost: 1}, {at: 50 * ms, cost: 1},
+		{at: 300 * ms, ready: 250 * ms, cost: 1}}, at, at, 0, 2, rate)
+	near := func(got, want time.Duration) bool { return got > want-time.Microsecond && got < want+time.Microsecond }
+	if !near(devs[2], -50*ms) {
+		t.Errorf("early dispatch deviation = %s, want -50ms", devs[2])
+	}
+	if !near(devs[3], 50*ms) {
+		t.Errorf("late dispatch deviation = %s, want 50ms", devs[3])
+	}
+}
+
+func TestScenarioBindings(t *testing.T) {
+	cfg := Config{Scenario: scenarioManyBudgets, Budgets: 3, BudgetAlloc: 5, Cost: 2}
+	sc := newScenario(cfg, "p")
+	if len(sc.budgets) != 3 || sc.budgetsOf(4)[0] != 1 {
+		t.Fatalf("budgets %d, budgetsOf(4) = %v", len(sc.budgets), sc.budgetsOf(4))
+	}
+	want := `[{"key":"p-b00001","cost":2,"create_with":{"allocation":5,"strategy":{"type":"while_in_flight"}}}]`
+	if sc.bindingJSON[1] != want {
+		t.Errorf("binding JSON\n got %s\nwant %s", sc.bindingJSON[1], want)
+	}
+	var v any
+	for _, js := range sc.bindingJSON {
+		if err := json.Unmarshal([]byte(js), &v); err != nil {
+			t.Errorf("binding JSON %s: %v", js, err)
+		}
+	}
+	rate := newScenario(Config{Scenario: scenarioRate, BudgetAlloc: 100, BudgetDuration: 2 * time.Second, BudgetBurst: 7, Cost: 1}, "p")
+	if got := rate.budgets[0].spec.definition(); got != `{"allocation":100,"strategy":{"type":"time_based","duration_ms":2000,"burst":7}}` {
+		t.Errorf("rate definition %s", got)
+	}
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// driveResult is what drive hands back for the report: why the run ended
+// and when its phases began and ended (harness clock).
+type driveResult struct {
+	outcome   string
+	prodStart time.Duration // first producer started
+	workStart time.Duration // first worker started
+	end       time.Duration // the run was judged over
+	backlog   *BacklogReport
+	restart   *RestartReport
+}
+
+// drive runs the producers and workers the scenario calls for until every
+// acknowledged job is acked, nothing moves for the idle timeout, --timeout
+// passes or the user interrupts; then it stops them all and returns. proc
+// is the server bench started (nil otherwise).
+func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Signal) driveResult {
+	cfg := r.cfg
+	loadCtx, cancelLoad := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancelLoad()
+	workCtx, cancelWork := context.WithCancel(loadCtx)
+	defer cancelWork()
+
+	var interrupted atomic.Bool
+	if sigs != nil {
+		go r.watchSignals(loadCtx, sigs, func() { interrupted.Store(true); cancelLoad() })
+	}
+	progressDone := make(chan struct{})
+	progressCtx, stopProgress := context.WithCancel(loadCtx)
+	go func() {
+		defer close(progressDone)
+		r.progress(progressCtx, proc)
+	}()
+
+	var res driveResult
+	var workers, producers sync.WaitGroup
+	startWorkers := func() {
+		res.workStart = r.now()
+		for i := range cfg.Workers {
+			workers.Go(func() { r.worker(workCtx, i) })
+		}
+	}
+	producersDone := make(chan struct{})
+	var prodEnd time.Duration // written before producersDone is closed
+	startProducers := func() {
+		var deadline time.Time
+		if cfg.Duration > 0 {
+			deadline = time.Now().Add(cfg.Duration)
+		}
+		res.prodStart = r.now()
+		for range cfg.Producers {
+			producers.Go(func() { r.producer(loadCtx, deadline) })
+		}
+		go func() {
+			producers.Wait()
+			prodEnd = r.now()
+			close(producersDone)
+		}()
+	}
+
+	if r.sc.preload {
+		startProducers()
+		<-producersDone
+		res.backlog = &BacklogReport{
+			PreloadS:     round3((prodEnd - res.prodStart).Seconds()),
+			PreloadJobsS: perSecond(r.c.enqueued.Load(), prodEnd-res.prodStart),
+		}
+		r.log.Info("backlog loaded", "jobs", r.c.enqueued.Load(), "seconds", res.backlog.PreloadS)
+		startWorkers()
+	} else {
+		startWorkers()
+		startProducers()
+	}
+
+	var killing atomic.Bool
+	restartDone := make(chan struct{})
+	if r.sc.restart && proc != nil {
+		res.restart = &RestartReport{Kills: cfg.Kills}
+		go func() {
+			defer close(restartDone)
+			r.restartLoop(loadCtx, proc, res.restart, &killing, producersDone)
+		}()
+	} else {
+		close(restartDone)
+	}
+
+	res.outcome = r.waitDone(loadCtx, producersDone, restartDone, proc, &killing)
+	if interrupted.Load() {
+		res.outcome = outcomeInterrupted
+	}
+	res.end = r.now()
+	// The load phase is over: stop everything and wait for it.
+	r.stopProducing()
+	cancelLoad()
+	workers.Wait()
+	producers.Wait()
+	<-restartDone
+	stopProgress()
+	<-progressDone
+
+	if b := res.backlog; b != nil {
+		out, _ := r.seqs.counts()
+		b.Drained = out == 0 && res.outcome == outcomeCompleted
+		b.DrainS = round3((res.end - res.workStart).Seconds())
+		b.DrainJobsS = perSecond(r.c.acked.Load(), res.end-res.workStart)
+	}
+	return res
+}
+
+// watchSignals makes the first interrupt stop the producers (the run then
+// drains) and the second cancel the run.
+func (r *runner) watchSignals(ctx context.Context, sigs <-chan os.Signal, cancel func()) {
+	for n := 1; ; n++ {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		if n == 1 {
+			r.log.Warn("interrupt: stopping producers and draining (interrupt again to cancel)")
+			r.stopProducing()
+			continue
+		}
+		r.log.Warn("second interrupt: cancelling")
+		cancel()
+		return
+	}
+}
+
+// waitDone blocks until the run is over and says why.
+func (r *runner) waitDone(ctx context.Context, producersDone, restartDone <-chan struct{}, proc *serverProc, killing *atomic.Bool) string {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	lastMoved := time.Now()
+	lastSeen := int64(-1)
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				r.log.Warn("timeout: stopping", "timeout", r.cfg.Timeout)
+				return outcomeTimeout
+			}
+			return outcomeInterrupted
+		case <-tick.C:
+		}
+		if proc != nil && !killing.Load() {
+			select {
+			case <-proc.doneCh():
+				r.log.Error("server exited during the run", "err", proc.exit(), "tail", proc.tailText())
+				return outcomeServerDied
+			default:
+			}
+		}
+		moved := r.c.dispatched.Load() + r.c.acked.Load() + r.c.enqueued.Load()
+		if moved != lastSeen {
+			lastSeen, lastMoved = moved, time.Now()
+		}
+		select {
+		case <-producersDone:
+		default:
+			continue
+		}
+		select {
+		case <-restartDone:
+		default:
+			continue
+		}
+		if out, _ := r.seqs.counts(); out == 0 {
+			return outcomeCompleted
+		}
+		if idle := r.idleTimeout(); time.Since(lastMoved) > idle {
+			out, _ := r.seqs.counts()
+			r.log.Warn("idle: nothing moved, stopping", "idle_timeout", idle, "unfinished", out)
+			return outcomeIdle
+		}
+	}
+}
+
+// idleTimeout is --idle-timeout, stretched so that a correct server never
+// looks idle: at least twice a job's work time and twice the refill time of
+// one job's cost on any time_based budget.
+func (r *runner) idleTimeout() time.Duration {
+	d := max(r.cfg.IdleTimeout, 2*r.cfg.Sleep)
+	for _, b := range r.sc.budgets {
+		if b.spec.Strategy == strategyTimeBased {
+			perJob := time.Duration(float64(b.spec.Duration) * float64(r.cfg.Cost) / float64(b.spec.Allocation))
+			d = max(d, 2*perJob)
+		}
+	}
+	return d
+}
+
+// restartLoop kills the server with SIGKILL at the configured points of
+// the run and starts it again on the same root directory.
+func (r *runner) restartLoop(ctx context.Context, p *serverProc, rep *RestartReport, killing *atomic.Bool, producersDone <-chan struct{}) {
+	start := time.Now()
+	for k := range r.cfg.Kills {
+		frac := r.cfg.KillAt * float64(k+1) / float64(r.cfg.Kills)
+		reached := func() bool {
+			if r.cfg.Duration > 0 {
+				return time.Since(start) >= time.Duration(frac*float64(r.cfg.Duration))
+			}
+			return float64(r.c.enqueued.Load()) >= frac*float64(r.cfg.Jobs)
+		}
+		for !reached() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-producersDone:
+				if !reached() {
+					r.log.Warn("producers finished before the kill point; killing now")
+				}
+			case <-time.After(5 * time.Millisecond):
+				continue
+			}
+			break
+		}
+		out, _ := r.seqs.counts()
+		r.log.Info("killing server (SIGKILL)", "kill", k+1, "enqueued", r.c.enqueued.Load(), "unfinished", out)
+		killing.Store(true)
+		t0 := time.Now()
+		p.kill()
+		err := p.start(ctx)
+		if err != nil {
+			r.log.Error("restart failed", "err", err)
+			return // killing stays set: waitDone ends on the timeout or idle
+		}
+		r.cl.setBase("http://" + p.address())
+		killing.Store(false)
+		rec := time.Since(t0)
+		rep.RecoveryS = append(rep.RecoveryS, round3(rec.Seconds()))
+		r.log.Info("server restarted", "kill", k+1, "recovery", rec.Round(time.Millisecond), "addr", p.address())
+	}
+}
+
+// progress logs one line per --progress interval until ctx ends.
+func (r *runner) progress(ctx context.Context, proc *serverProc) {
+	if r.cfg.Progress <= 0 {
+		return
+	}
+	t := time.NewTicker(r.cfg.Progress)
+	defer t.Stop()
+	var lastEnq, lastDisp, lastAck int64
+	var lastCPU float64
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		dt := now.Sub(last).Seconds()
+		enq, disp, ack := r.c.enqueued.Load(), r.c.dispatched.Load(), r.c.acked.Load()
+		out, _ := r.seqs.counts()
+		attrs := []any{
+			"elapsed", r.now().Round(time.Millisecond),
+			"enqueued", enq, "dispatched", disp, "acked", ack, "unfinished", out,
+			"enq_per_s", int64(float64(enq-lastEnq) / dt),
+			"disp_per_s", int64(float64(disp-lastDisp) / dt),
+			"ack_per_s", int64(float64(ack-lastAck) / dt),
+		}
+		if e := r.c.enqueueFailed.Load() + r.c.ackFailed.Load() + r.c.streamErrors.Load(); e > 0 {
+			attrs = append(attrs, "errors", e)
+		}
+		if proc != nil {
+			if s, ok := proc.sample(); ok {
+				cpu, _ := proc.totals() // over all incarnations (restart)
+				if lastCPU > 0 {
+					attrs = append(attrs, "server_cpu_pct", int64((cpu-lastCPU)/dt*100))
+				}
+				attrs = append(attrs, "server_rss_mib", s.rss>>20)
+				lastCPU = cpu
+			}
+		}
+		r.log.Info("progress", attrs...)
+		lastEnq, lastDisp, lastAck, last = enq, disp, ack, now
+	}
+}
