@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -83,7 +84,7 @@ func (a *budgetActor) Receive(ctx actor.Context) {
 	case *parkedJobQuery:
 		ctx.Respond(a.waiting(m.JobID, now))
 	default:
-		a.log.Warn("budget actor: unknown message", "type", slog.AnyValue(m).String())
+		a.log.Warn("budget actor: unknown message", "type", fmt.Sprintf("%T", m))
 	}
 }
 

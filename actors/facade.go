@@ -72,7 +72,8 @@ func Start(cfg Config) (*Engine, error) {
 	}
 	log := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return log.With("component", "protoactor")
+		// protoactor logs every spawn and stop at info; keep only its warnings.
+		return slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("component", "protoactor")
 	}))
 	if cfg.Timers == nil {
 		cfg.Timers = NewActorTimers(system.Root)
@@ -280,4 +281,22 @@ func (e *Engine) BudgetState(ctx context.Context, key string) (*BudgetState, err
 		return nil, errors.New("actors: unexpected budget state answer")
 	}
 	return s, nil
+}
+
+// minLevel drops records below a level before they reach the handler.
+type minLevel struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.level && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.level}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.level}
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -59,7 +60,9 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.start(ctx, now)
-	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
+		// A child (budget actor, scheduler) stopped: budget deletion and
+		// shutdown stop them on purpose.
 	case *startupStatsRequest:
 		if a.loadErr != nil {
 			ctx.Respond(a.loadErr)
@@ -120,7 +123,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	case *MetricsRequest:
 		ctx.Respond(a.eng.metrics(now))
 	default:
-		a.log.Warn("queue actor: unknown message", "type", slog.AnyValue(m).String())
+		a.log.Warn("queue actor: unknown message", "type", fmt.Sprintf("%T", m))
 	}
 }
 

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -78,7 +79,7 @@ func (a *schedulerActor) Receive(ctx actor.Context) {
 		a.cancel = nil
 		a.promote(ctx)
 	default:
-		a.log.Warn("scheduler: unknown message", "type", slog.AnyValue(m).String())
+		a.log.Warn("scheduler: unknown message", "type", fmt.Sprintf("%T", m))
 	}
 }
 
