@@ -195,12 +195,12 @@ func (b *budgetCore) finish(now uint64, cost uint32) []string {
 
 // unpark removes a job from the parked list (deleted, rebound, moved).
 func (b *budgetCore) unpark(now uint64, jobID string) []string {
-	ref, ok := b.parkedN[jobID]
-	if !ok {
-		return nil
+	if ref, ok := b.parkedN[jobID]; ok {
+		b.parked.Delete(ref)
+		delete(b.parkedN, jobID)
 	}
-	b.parked.Delete(ref)
-	delete(b.parkedN, jobID)
+	// Even when the job was no longer parked (woken a moment ago), its
+	// cost may have been counted against the free tokens: look again.
 	return b.evaluate(now)
 }
 

@@ -591,11 +591,19 @@ func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 }
 
 func (e *engine) onJobsWoken(now uint64, m *JobsWoken) {
+	stale := false
 	for _, id := range m.JobIDs {
 		en := e.jobs[id]
 		if en != nil && en.state == stParked && en.parkedOn == m.Key {
 			e.makeReady(en)
+		} else {
+			stale = true
 		}
+	}
+	if stale {
+		// A woken job left meanwhile (deleted): the budget counted its cost
+		// when it woke it, so let it look at its parked jobs again.
+		e.out.toBudget(m.Key, &Reevaluate{})
 	}
 	e.pump(now)
 }
@@ -615,6 +623,14 @@ func (e *engine) onJobsDue(now uint64, ids []string) {
 func (e *engine) leaveInFlight(en *entry) {
 	if s := en.stream; s != nil {
 		delete(s.inFlight, en.job.ID)
+		// A job dispatched while its stream's writer was busy waits in the
+		// outbox: it must not be persisted as in flight or delivered now.
+		for i := range s.outbox {
+			if s.outbox[i].ID == en.job.ID {
+				s.outbox = append(s.outbox[:i], s.outbox[i+1:]...)
+				break
+			}
+		}
 	}
 	en.stream = nil
 	e.inFlightTotal--
