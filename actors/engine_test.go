@@ -1,0 +1,134 @@
+package actors
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// recordingOutbox commits nothing and records what the engine asks for.
+type recordingOutbox struct {
+	persisted int
+	scheduled map[string]uint64
+}
+
+func (o *recordingOutbox) persist(b *persistence.Batch, done func(error)) {
+	o.persisted++
+	if done != nil {
+		done(nil)
+	}
+}
+func (o *recordingOutbox) toBudget(string, budgetMsg)  {}
+func (o *recordingOutbox) spawnBudget(protocol.Budget) {}
+func (o *recordingOutbox) stopBudget(string)           {}
+func (o *recordingOutbox) schedule(id string, at uint64) {
+	o.scheduled[id] = at
+}
+func (o *recordingOutbox) unschedule(id string) { delete(o.scheduled, id) }
+func (o *recordingOutbox) clearSchedule()       {}
+func (o *recordingOutbox) queuesChanged()       {}
+
+func testEngine(cfg EngineConfig) (*engine, *recordingOutbox) {
+	out := &recordingOutbox{scheduled: map[string]uint64{}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return newEngine(cfg.WithDefaults(), out, log, newConsumedSet(), NewTracer()), out
+}
+
+func TestBackoffFormula(t *testing.T) {
+	e, _ := testEngine(EngineConfig{DefaultBackoff: protocol.Backoff{Exponent: 4, BaseMs: 15000, JitterMs: 30000}, Random: func() float64 { return 0.5 }})
+	cases := []struct {
+		attempts uint32
+		backoff  *protocol.Backoff
+		want     uint64
+	}{
+		{1, nil, 1000 + 15000 + 15000},  // 1^4 s + base + 0.5*30 s*1
+		{3, nil, 81000 + 15000 + 45000}, // 3^4 s + base + 0.5*30 s*3
+		{2, &protocol.Backoff{Exponent: 0, BaseMs: 300, JitterMs: 0}, 1300},
+		{2, &protocol.Backoff{Exponent: 1.5, BaseMs: 0, JitterMs: 100}, 2828 + 100}, // floor(2^1.5*1000 + 0.5*100*2)
+	}
+	for _, c := range cases {
+		j := &protocol.Job{Attempts: c.attempts, Backoff: c.backoff}
+		if got := e.backoff(j); got != c.want {
+			t.Errorf("attempts %d backoff %+v: delay %d, want %d", c.attempts, c.backoff, got, c.want)
+		}
+	}
+}
+
+// TestReaperRemovesExpiredFinishedJobs checks the reaper deletes retained
+// jobs only once purge_at has passed, oldest first, and that their queue
+// disappears from /queues with them.
+func TestReaperRemovesExpiredFinishedJobs(t *testing.T) {
+	e, out := testEngine(EngineConfig{})
+	for i, purgeAt := range []uint64{3000, 1000, 2000} {
+		j := &protocol.Job{ID: string(rune('a' + i)), Queue: "q", Status: protocol.StatusCompleted, PurgeAt: purgeAt}
+		e.loadJob(0, j, persistence.NewBatch(false))
+	}
+	if got := e.listQueues(); len(got) != 1 {
+		t.Fatalf("queues = %v", got)
+	}
+	e.reap(999)
+	if len(e.terminal) != 3 {
+		t.Fatalf("reaped before purge_at: %d left", len(e.terminal))
+	}
+	e.reap(2000)
+	if _, ok := e.terminal["c"]; ok || len(e.terminal) != 1 {
+		t.Fatalf("after reap(2000) terminal = %v, want only a left", e.terminal)
+	}
+	e.reap(5000)
+	if len(e.terminal) != 0 || len(e.listQueues()) != 0 {
+		t.Fatalf("after reap(5000): terminal %v queues %v", e.terminal, e.listQueues())
+	}
+	if out.persisted == 0 {
+		t.Fatal("reaper persisted nothing")
+	}
+}
+
+func TestFailureDecisions(t *testing.T) {
+	limit := uint32(1)
+	e, out := testEngine(EngineConfig{DeadRetention: time.Hour, Random: func() float64 { return 0 }})
+	s := &stream{id: 1, prefetch: 10, inFlight: map[string]*entry{}, deliver: func([]protocol.Job) {}}
+	e.streams[1] = s
+	e.order = append(e.order, s)
+	msg := "boom"
+	var last any
+	reply := func(m any) { last = m }
+	run := func(j *protocol.Job, req *protocol.FailureRequest) *protocol.JobView {
+		t.Helper()
+		en := &entry{job: j, state: stInFlight, stream: s}
+		e.jobs[j.ID] = en
+		s.inFlight[j.ID] = en
+		e.inFlightTotal++
+		req.Message = &msg
+		e.fail(10_000, &FailJob{ID: j.ID, Req: req}, reply)
+		r, ok := last.(*JobResponse)
+		if !ok {
+			t.Fatalf("reply %T %v", last, last)
+		}
+		return r.Job
+	}
+	v := run(&protocol.Job{ID: "retry", Queue: "q", RetryLimit: &limit, Backoff: &protocol.Backoff{BaseMs: 5}}, &protocol.FailureRequest{})
+	if v.Status != protocol.StatusScheduled || v.ReadyAt != 10_000+1000+5 || v.Attempts != 1 || out.scheduled["retry"] != v.ReadyAt {
+		t.Fatalf("first failure: %+v", v)
+	}
+	v = run(&protocol.Job{ID: "exhausted", Queue: "q", RetryLimit: &limit, Attempts: 1}, &protocol.FailureRequest{})
+	if v.Status != protocol.StatusDead || v.PurgeAt != 10_000+3_600_000 {
+		t.Fatalf("retries exhausted: %+v", v)
+	}
+	past := uint64(5)
+	v = run(&protocol.Job{ID: "retry_at", Queue: "q", RetryLimit: &limit, Attempts: 5}, &protocol.FailureRequest{RetryAt: &past})
+	if v.Status != protocol.StatusScheduled || v.ReadyAt != 5 {
+		t.Fatalf("retry_at beats an exhausted limit: %+v", v)
+	}
+	kill := true
+	v = run(&protocol.Job{ID: "kill", Queue: "q"}, &protocol.FailureRequest{Kill: &kill, RetryAt: &past})
+	if v.Status != protocol.StatusDead {
+		t.Fatalf("kill: %+v", v)
+	}
+	if e.inFlightTotal != 0 || len(s.inFlight) != 0 {
+		t.Fatalf("failed jobs still in flight: %d / %d", e.inFlightTotal, len(s.inFlight))
+	}
+}
