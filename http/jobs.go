@@ -29,6 +29,19 @@ type bulkResponse struct {
 	Jobs []*protocol.JobView `json:"jobs" msgpack:"jobs"`
 }
 
+// AppendJSON writes what json.Marshal writes for r, without reflection.
+func (r *bulkResponse) AppendJSON(dst []byte) ([]byte, error) {
+	if dst == nil {
+		dst = make([]byte, 0, 16+len(r.Jobs)*256)
+	}
+	dst = append(dst, `{"jobs":`...)
+	dst, err := protocol.AppendJobViewsJSON(dst, r.Jobs)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '}'), nil
+}
+
 func (a *API) enqueueBulk(c echo.Context) error {
 	var req protocol.BulkEnqueueRequest
 	if err := a.decodeBody(c, &req); err != nil {

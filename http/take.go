@@ -137,13 +137,15 @@ func (a *API) take(c echo.Context) error {
 	heartbeat := time.NewTimer(a.cfg.HeartbeatInterval)
 	defer heartbeat.Stop()
 	var buf []byte
+	view, payload := new(protocol.JobView), new(protocol.Payload)
 	for {
 		select {
 		case jobs := <-batches:
 			buf = buf[:0]
 			now := uint64(time.Now().UnixMilli())
 			for i := range jobs {
-				if buf, err = sf.AppendFrame(buf, jobs[i].View(now, true)); err != nil {
+				jobs[i].FillView(view, payload, now, true)
+				if buf, err = sf.AppendFrame(buf, view); err != nil {
 					log.Error("take stream: encode job", "err", err, "job_id", jobs[i].ID)
 				}
 			}

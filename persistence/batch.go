@@ -12,7 +12,7 @@ import (
 // Records are encoded when they are added, so the caller may keep changing
 // its own copies afterwards.
 type Batch struct {
-	ops  []func(*badger.Txn) error
+	ops  []op
 	size int
 	sync bool
 	err  error
@@ -28,6 +28,18 @@ func (b *Batch) Empty() bool { return len(b.ops) == 0 && b.err == nil }
 // Sync marks the batch as needing fsync.
 func (b *Batch) Sync() { b.sync = true }
 
+// op is one write: a set, or a delete when val is nil.
+type op struct {
+	key, val []byte
+}
+
+func (o op) apply(txn *badger.Txn) error {
+	if o.val == nil {
+		return txn.Delete(o.key)
+	}
+	return txn.Set(o.key, o.val)
+}
+
 func (b *Batch) set(key []byte, v any) {
 	val, err := protocol.MarshalRecord(v)
 	if err != nil {
@@ -37,12 +49,12 @@ func (b *Batch) set(key []byte, v any) {
 		return
 	}
 	b.size += len(key) + len(val) + 32
-	b.ops = append(b.ops, func(txn *badger.Txn) error { return txn.Set(key, val) })
+	b.ops = append(b.ops, op{key: key, val: val})
 }
 
 func (b *Batch) del(key []byte) {
 	b.size += len(key) + 32
-	b.ops = append(b.ops, func(txn *badger.Txn) error { return txn.Delete(key) })
+	b.ops = append(b.ops, op{key: key})
 }
 
 // PutJob stores the job record.

@@ -252,7 +252,7 @@ func (s *Store) apply(group []*commit) error {
 			return c.batch.err
 		}
 		for _, op := range c.batch.ops {
-			if err := op(txn); err != nil {
+			if err := op.apply(txn); err != nil {
 				return err
 			}
 		}

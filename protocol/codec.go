@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -62,6 +63,19 @@ func decodeJSON(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return errors.New("EOF while parsing a value")
 	}
+	// Fast path: a body json.Unmarshal accepts is one valid value with at
+	// most whitespace after it, which the decoder below decodes the same
+	// way; Unmarshal does it without copying the body into a decoder
+	// buffer. Any failure starts over on the decoder for its exact error.
+	if err := json.Unmarshal(body, v); err == nil {
+		if r, ok := v.(interface{ checkRequired() error }); ok {
+			return r.checkRequired()
+		}
+		return nil
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv.Elem().Set(reflect.Zero(rv.Elem().Type()))
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		return cleanJSONError(err)
@@ -92,7 +106,38 @@ func Encode(f Format, v any) ([]byte, error) {
 	if f == Msgpack {
 		return MarshalMsgpack(v)
 	}
+	switch x := v.(type) {
+	case *JobView:
+		return AppendJobViewJSON(make([]byte, 0, 256+jobViewPayloadLen(x)), x)
+	case JSONAppender:
+		return x.AppendJSON(nil)
+	}
 	return json.Marshal(v)
+}
+
+// JSONAppender is a response body that writes its own JSON, byte for byte
+// what json.Marshal would write, without reflection.
+type JSONAppender interface {
+	AppendJSON(dst []byte) ([]byte, error)
+}
+
+// AppendJobViewsJSON appends a JSON array of views as json.Marshal writes
+// a []*JobView (null for a nil slice).
+func AppendJobViewsJSON(dst []byte, views []*JobView) ([]byte, error) {
+	if views == nil {
+		return append(dst, "null"...), nil
+	}
+	dst = append(dst, '[')
+	var err error
+	for i, v := range views {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if dst, err = AppendJobViewJSON(dst, v); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, ']'), nil
 }
 
 // MarshalMsgpack encodes v with string-keyed maps and the smallest integer
@@ -317,6 +362,12 @@ type Payload []byte
 // UnmarshalJSON stores a compacted copy of the value ("null" included, so a
 // present null payload is distinguishable from an absent one).
 func (p *Payload) UnmarshalJSON(b []byte) error {
+	// The decoder hands over a valid value: without whitespace bytes it is
+	// already compact (json.Compact would return it unchanged).
+	if len(b) > 0 && bytes.IndexAny(b, " \t\n\r") < 0 {
+		*p = append(Payload(make([]byte, 0, len(b))), b...)
+		return nil
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, b); err != nil {
 		return err

@@ -121,7 +121,20 @@ type JobView struct {
 // View builds the response object for the job as seen at now. withPayload
 // selects the "with payload" variant of SPEC §2.6.
 func (j *Job) View(now uint64, withPayload bool) *JobView {
-	v := &JobView{
+	v := new(JobView)
+	var p *Payload
+	if withPayload {
+		p = new(Payload)
+	}
+	j.FillView(v, p, now, withPayload)
+	return v
+}
+
+// FillView overwrites *v with View(now, withPayload); the payload, when
+// asked for, is referenced through p. Streams reuse one v and p for every
+// job they write.
+func (j *Job) FillView(v *JobView, p *Payload, now uint64, withPayload bool) {
+	*v = JobView{
 		Attempts:    j.Attempts,
 		Backoff:     j.Backoff,
 		Batch:       j.Batch,
@@ -142,10 +155,9 @@ func (j *Job) View(now uint64, withPayload bool) *JobView {
 		UniqueWhile: j.UniqueWhile,
 	}
 	if withPayload {
-		p := Payload(j.Payload)
-		v.Payload = &p
+		*p = Payload(j.Payload)
+		v.Payload = p
 	}
-	return v
 }
 
 // EnqueueView is the enqueue-response variant: no payload, duplicate and

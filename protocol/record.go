@@ -12,6 +12,9 @@ const RecordVersion byte = 1
 
 // MarshalRecord encodes a stored value: version byte, then msgpack.
 func MarshalRecord(v any) ([]byte, error) {
+	if j, ok := v.(*Job); ok && j != nil {
+		return AppendJobRecord(make([]byte, 0, jobRecordSize(j)), j), nil
+	}
 	var buf bytes.Buffer
 	buf.WriteByte(RecordVersion)
 	enc := msgpack.NewEncoder(&buf)

@@ -3,7 +3,6 @@ package protocol
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"io"
 )
@@ -40,19 +39,19 @@ func (f StreamFormat) AppendFrame(dst []byte, v *JobView) ([]byte, error) {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(b)))
 		return append(dst, b...), nil
 	case StreamSSE:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return dst, err
-		}
+		start := len(dst)
 		dst = append(dst, "data: "...)
-		dst = append(dst, b...)
+		dst, err := AppendJobViewJSON(dst, v)
+		if err != nil {
+			return dst[:start], err
+		}
 		return append(dst, '\n', '\n'), nil
 	}
-	b, err := json.Marshal(v)
+	start := len(dst)
+	dst, err := AppendJobViewJSON(dst, v)
 	if err != nil {
-		return dst, err
+		return dst[:start], err
 	}
-	dst = append(dst, b...)
 	return append(dst, '\n'), nil
 }
 
