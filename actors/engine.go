@@ -456,6 +456,11 @@ func (e *engine) dispatch(now uint64, en *entry, s *stream) {
 	e.inFlightTotal++
 	if len(s.outbox) == 0 {
 		e.flushPending = append(e.flushPending, s)
+		if s.outbox == nil && s.prefetch > 0 {
+			// The batch usually fills the prefetch window: size it once
+			// instead of growing it job by job.
+			s.outbox = make([]protocol.Job, 0, min(s.prefetch, 256))
+		}
 	}
 	s.outbox = append(s.outbox, *en.job)
 	e.observeDispatched(en, s)
@@ -611,7 +616,8 @@ func (e *engine) onJobsWoken(now uint64, m *JobsWoken) {
 func (e *engine) onJobsDue(now uint64, ids []string) {
 	for _, id := range ids {
 		en := e.jobs[id]
-		if en != nil && en.state == stScheduled {
+		// A job re-dated by PATCH after the scheduler sent this stays scheduled.
+		if en != nil && en.state == stScheduled && en.job.ReadyAt <= now {
 			en.job.Status = protocol.StatusReady
 			e.makeReady(en)
 		}

@@ -77,6 +77,14 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.eng.fail(now, m, a.replier(ctx))
 	case *DeleteJob:
 		a.eng.deleteJob(now, m.ID, a.replier(ctx))
+	case *DeleteJobs:
+		a.eng.deleteJobs(now, m, a.replier(ctx))
+	case *PatchJobs:
+		a.eng.patchJobs(now, m, a.replier(ctx))
+	case *RebindJob:
+		a.eng.rebindJob(now, m, a.replier(ctx))
+	case *RebindJobs:
+		a.eng.rebindJobs(now, m, a.replier(ctx))
 	case *ResetAll:
 		a.eng.reset(now, a.replier(ctx))
 	case *ListQueues:
