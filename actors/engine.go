@@ -145,6 +145,33 @@ type engine struct {
 	obs     engineObs // counters for metrics (observe.go)
 
 	recoveredUnique []*protocol.Job // queued-scope jobs recovered from in flight
+
+	// deferred holds requests about a job that wait for its reservation to
+	// end (dispatched, parked or deleted).
+	deferred map[string][]func(now uint64)
+}
+
+// afterReservation runs f once the job's current reservation has ended.
+func (e *engine) afterReservation(id string, f func(now uint64)) {
+	if e.deferred == nil {
+		e.deferred = make(map[string][]func(now uint64))
+	}
+	e.deferred[id] = append(e.deferred[id], f)
+}
+
+// runDeferred runs what waited for the job's reservation, if it has ended.
+func (e *engine) runDeferred(now uint64, id string) {
+	fns, ok := e.deferred[id]
+	if !ok {
+		return
+	}
+	if en := e.jobs[id]; en != nil && en.state == stReserving {
+		return
+	}
+	delete(e.deferred, id)
+	for _, f := range fns {
+		f(now)
+	}
 }
 
 func newEngine(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consumedSet, tracer *Tracer) *engine {
@@ -553,6 +580,7 @@ func (e *engine) releaseHolds(en *entry) {
 }
 
 func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
+	defer e.runDeferred(now, m.JobID)
 	en := e.jobs[m.JobID]
 	if en == nil || en.state != stReserving || en.resv.bindings[en.resv.idx].Key != m.Key {
 		// The job left (deleted, reset) while asking: give a hold back, or
@@ -884,6 +912,20 @@ func (e *engine) backoff(j *protocol.Job) uint64 {
 
 func (e *engine) deleteJob(now uint64, id string, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	if !e.removeJob(now, id, batch) {
+		reply(protocol.ErrJobNotFound)
+		return
+	}
+	e.persistThenReply(batch, reply, &Done{})
+	e.pump(now)
+}
+
+// removeJob deletes a job in any status into batch: it leaves wherever it
+// waits (in-flight tokens go back), stops counting against its budgets and
+// releases its unique key. It reports false for an unknown or purged job.
+// Requests that waited for the job's reservation run after it.
+func (e *engine) removeJob(now uint64, id string, batch *persistence.Batch) bool {
+	defer e.runDeferred(now, id)
 	if en := e.jobs[id]; en != nil {
 		e.detach(en)
 		delete(e.jobs, id)
@@ -891,15 +933,14 @@ func (e *engine) deleteJob(now uint64, id string, reply func(any)) {
 		e.releaseUnique(en.job)
 		e.decQueue(en.job.Queue)
 		batch.DeleteJob(id, en.job.Attempts)
-	} else if t, ok := e.terminal[id]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
+		return true
+	}
+	if t, ok := e.terminal[id]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
 		e.dropTerminal(t)
 		batch.DeleteJob(id, t.attempts)
-	} else {
-		reply(protocol.ErrJobNotFound)
-		return
+		return true
 	}
-	e.persistThenReply(batch, reply, &Done{})
-	e.pump(now)
+	return false
 }
 
 func (e *engine) dropTerminal(t terminalJob) {
@@ -934,6 +975,11 @@ func (e *engine) reap(now uint64) {
 }
 
 func (e *engine) reset(now uint64, reply func(any)) {
+	defer func() {
+		for id := range e.deferred {
+			e.runDeferred(now, id)
+		}
+	}()
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	for id, en := range e.jobs {
 		batch.DeleteJob(id, en.job.Attempts)

@@ -132,3 +132,39 @@ func TestFailureDecisions(t *testing.T) {
 		t.Fatalf("failed jobs still in flight: %d / %d", e.inFlightTotal, len(s.inFlight))
 	}
 }
+
+// TestRebindWaitsForReservation: a rebinding that arrives while the job is
+// gathering its budget holds is answered once the reservation has ended,
+// and applies to the parked job.
+func TestRebindWaitsForReservation(t *testing.T) {
+	e, _ := testEngine(EngineConfig{})
+	def := protocol.Definition{Allocation: 1, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
+	e.loadBudget(protocol.Budget{Key: "b", Allocation: def.Allocation, Strategy: def.Strategy})
+	var replies []any
+	reply := func(m any) { replies = append(replies, m) }
+	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{{
+		Job:      protocol.Job{Type: "t", Queue: "q", Payload: []byte("1"), Budgets: []protocol.Binding{{Key: "b", Cost: 1}}},
+		Bindings: []protocol.NewBinding{{Key: "b", Cost: 1}},
+	}}}, reply)
+	id := replies[0].(*EnqueueJobsResponse).Jobs[0].ID
+	e.openStream(0, &OpenStream{Prefetch: 1, Deliver: func([]protocol.Job) {}}, reply)
+	if e.jobs[id].state != stReserving {
+		t.Fatalf("job state %d, want reserving", e.jobs[id].state)
+	}
+	n := len(replies)
+	e.rebindJob(0, &RebindJob{ID: id, Op: RebindClear}, reply)
+	if len(replies) != n {
+		t.Fatalf("rebinding answered while the job was reserving: %v", replies[n:])
+	}
+	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Granted: false})
+	if len(replies) != n+1 {
+		t.Fatalf("rebinding not answered after the reservation ended (%d replies)", len(replies)-n)
+	}
+	v, ok := replies[n].(*JobResponse)
+	if !ok || len(v.Job.Budgets) != 0 {
+		t.Fatalf("reply %#v, want the job with no bindings", replies[n])
+	}
+	if en := e.jobs[id]; en.state == stParked {
+		t.Fatal("an unbudgeted job is still parked")
+	}
+}

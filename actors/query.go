@@ -223,20 +223,10 @@ func (e *engine) deleteJobs(now uint64, m *DeleteJobs, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	n := 0
 	for _, id := range m.IDs {
-		if en := e.jobs[id]; en != nil {
-			if m.Filter != nil && !m.Filter.MatchMeta(en.job, en.job.VisibleStatus(now)) {
-				continue
-			}
-			e.detach(en)
-			delete(e.jobs, id)
-			e.unbind(en.job)
-			e.releaseUnique(en.job)
-			e.decQueue(en.job.Queue)
-			batch.DeleteJob(id, en.job.Attempts)
-			n++
-		} else if t, ok := e.terminal[id]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
-			e.dropTerminal(t)
-			batch.DeleteJob(id, t.attempts)
+		if en := e.jobs[id]; en != nil && m.Filter != nil && !m.Filter.MatchMeta(en.job, en.job.VisibleStatus(now)) {
+			continue
+		}
+		if e.removeJob(now, id, batch) {
 			n++
 		}
 	}

@@ -2,9 +2,7 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
@@ -36,29 +34,15 @@ type RebindJob struct {
 
 func (*RebindJob) isQueueMsg() {}
 
-// errRebindBusy answers a rebinding of a job that is between ready and in
-// flight (gathering its budget holds); the facade retries shortly, once
-// the reservation has ended in dispatch or parking.
-var errRebindBusy = errors.New("actors: job is reserving")
-
 // RebindJob applies a single-job rebinding and returns the job without
-// payload.
+// payload. A job caught between ready and in flight (gathering its budget
+// holds) is rebound by the queue actor as soon as that reservation ends.
 func (e *Engine) RebindJob(ctx context.Context, m *RebindJob) (*protocol.JobView, error) {
-	for attempt := 0; ; attempt++ {
-		res, err := e.call(ctx, m)
-		if errors.Is(err, errRebindBusy) && attempt < 200 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(5 * time.Millisecond):
-			}
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return res.(*JobResponse).Job, nil
+	res, err := e.call(ctx, m)
+	if err != nil {
+		return nil, err
 	}
+	return res.(*JobResponse).Job, nil
 }
 
 // upstreamStatus is upstream's internal status name used in §8.3.4 texts.
@@ -170,7 +154,8 @@ func (e *engine) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 		reply(notQueued(m.ID, protocol.StatusInFlight))
 		return
 	case stReserving:
-		reply(errRebindBusy)
+		// Decide once the reservation has ended in dispatch or parking.
+		e.afterReservation(m.ID, func(now uint64) { e.rebindJob(now, m, reply) })
 		return
 	}
 	j := en.job
