@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/tollgate/tollgate/protocol"
 )
 
 // budgetActor owns one budget's pool, parked list and wake timer.
@@ -144,5 +142,3 @@ func (a *budgetActor) state(now uint64) *BudgetState {
 	a.observeState(s, now)
 	return s
 }
-
-var _ = protocol.TimeBased

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"sort"
@@ -154,5 +153,3 @@ func BenchmarkTokenToDelivery(b *testing.B) {
 	b.ReportMetric(float64(delays[len(delays)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(delays[len(delays)*99/100].Microseconds()), "p99-µs")
 }
-
-var _ = fmt.Sprint

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -248,5 +247,3 @@ func (a *queueActor) queuesChanged() {
 type budgetStateQuery struct{ Key string }
 
 func (*budgetStateQuery) isQueueMsg() {}
-
-var _ = time.Second

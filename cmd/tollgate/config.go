@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/persistence"
@@ -253,5 +252,3 @@ func durationMs(d time.Duration) uint32 {
 	}
 	return uint32(ms)
 }
-
-var _ = strings.TrimSpace
