@@ -119,25 +119,8 @@ func obsAck(t testing.TB, s *servertest.Server, id string) {
 	}
 }
 
-// obsEvent is one event of /debug/trace.
-type obsEvent struct {
-	Time         int64    `json:"time"`
-	Kind         string   `json:"kind"`
-	Actor        string   `json:"actor"`
-	JobID        string   `json:"job_id"`
-	Queue        string   `json:"queue"`
-	Budget       string   `json:"budget"`
-	Budgets      []string `json:"budgets"`
-	Cost         int      `json:"cost"`
-	TokensBefore *float64 `json:"tokens_before"`
-	Tokens       *float64 `json:"tokens"`
-	DueAt        int64    `json:"due_at"`
-	Reason       string   `json:"reason"`
-	WorkerID     string   `json:"worker_id"`
-	Stream       uint64   `json:"stream"`
-	Position     int      `json:"position"`
-	Count        uint64   `json:"count"`
-}
+// obsEvent is one event of /debug/trace, decoded as the trace CLI does.
+type obsEvent traceEvent
 
 func (e obsEvent) String() string {
 	s := fmt.Sprintf("%d %-17s %-14s job=%s q=%s", e.Time, e.Kind, e.Actor, e.JobID, e.Queue)
