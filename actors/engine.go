@@ -81,6 +81,7 @@ type terminalJob struct {
 	purgeAt  uint64
 	attempts uint32
 	job      *protocol.Job // without payload; kept only for unique-key holders
+	meta     *protocol.Job // without payload, for the query filters
 	dead     bool
 }
 
@@ -129,6 +130,11 @@ type engine struct {
 	terminal    map[string]terminalJob
 	purgeOrder  *btree.BTreeG[terminalJob]
 	queueCounts map[string]int
+	// byID and byQueue are every stored job's ID (unfinished and retained
+	// finished), in ID order, overall and per queue: the indexes of the
+	// query endpoints (query.go).
+	byID    *btree.BTreeG[string]
+	byQueue map[string]*btree.BTreeG[string]
 
 	streams        map[uint64]*stream
 	order          []*stream
@@ -185,6 +191,8 @@ func newEngine(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consume
 		terminal:    make(map[string]terminalJob),
 		purgeOrder:  btree.NewG(16, terminalLess),
 		queueCounts: make(map[string]int),
+		byID:        btree.NewG(32, idLess),
+		byQueue:     make(map[string]*btree.BTreeG[string]),
 		streams:     make(map[uint64]*stream),
 		consumed:    consumed,
 		budgets:     make(map[string]*budgetEntry),
@@ -210,14 +218,14 @@ func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) 
 			batch.DeleteJob(j.ID, j.Attempts)
 			return false
 		}
-		e.queueCounts[j.Queue]++
+		e.addStored(j.ID, j.Queue)
 		e.addTerminal(j)
 		if j.UniqueKey != "" && j.UniqueWhile == protocol.UniqueExists {
 			e.claimUnique(j)
 		}
 		return false
 	}
-	e.queueCounts[j.Queue]++
+	e.addStored(j.ID, j.Queue)
 	en := &entry{job: j}
 	e.jobs[j.ID] = en
 	e.bind(j)
@@ -332,7 +340,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 			job.Status = protocol.StatusReady
 		}
 		e.jobs[job.ID] = en
-		e.queueCounts[job.Queue]++
+		e.addStored(job.ID, job.Queue)
 		e.observeEnqueued(&job)
 		e.bind(&job)
 		e.claimUnique(&job)
@@ -811,10 +819,7 @@ func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persiste
 	e.releaseUniqueOnFinish(j)
 	if retention == 0 {
 		e.releaseUnique(j)
-		e.queueCounts[j.Queue]--
-		if e.queueCounts[j.Queue] <= 0 {
-			delete(e.queueCounts, j.Queue)
-		}
+		e.decQueue(j.ID, j.Queue)
 		batch.DeleteJob(j.ID, j.Attempts)
 		return
 	}
@@ -828,9 +833,10 @@ func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persiste
 
 func (e *engine) addTerminal(j *protocol.Job) {
 	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts, dead: j.Status == protocol.StatusDead}
+	c := *j
+	c.Payload = nil
+	t.meta = &c
 	if j.UniqueKey != "" && j.UniqueWhile == protocol.UniqueExists {
-		c := *j
-		c.Payload = nil
 		t.job = &c
 	}
 	e.terminal[j.ID] = t
@@ -931,7 +937,7 @@ func (e *engine) removeJob(now uint64, id string, batch *persistence.Batch) bool
 		delete(e.jobs, id)
 		e.unbind(en.job)
 		e.releaseUnique(en.job)
-		e.decQueue(en.job.Queue)
+		e.decQueue(id, en.job.Queue)
 		batch.DeleteJob(id, en.job.Attempts)
 		return true
 	}
@@ -949,13 +955,44 @@ func (e *engine) dropTerminal(t terminalJob) {
 	}
 	delete(e.terminal, t.id)
 	e.purgeOrder.Delete(t)
-	e.decQueue(t.queue)
+	e.decQueue(t.id, t.queue)
 }
 
-func (e *engine) decQueue(q string) {
+func idLess(a, b string) bool { return a < b }
+
+// addStored counts a stored job in its queue and adds it to the indexes.
+func (e *engine) addStored(id, q string) {
+	e.queueCounts[q]++
+	e.byID.ReplaceOrInsert(id)
+	e.addToQueue(id, q)
+}
+
+func (e *engine) addToQueue(id, q string) {
+	t := e.byQueue[q]
+	if t == nil {
+		t = btree.NewG(32, idLess)
+		e.byQueue[q] = t
+	}
+	t.ReplaceOrInsert(id)
+}
+
+func (e *engine) removeFromQueue(id, q string) {
+	if t := e.byQueue[q]; t != nil {
+		t.Delete(id)
+		if t.Len() == 0 {
+			delete(e.byQueue, q)
+		}
+	}
+}
+
+// decQueue uncounts a stored job that is deleted and drops it from the
+// indexes.
+func (e *engine) decQueue(id, q string) {
 	if e.queueCounts[q]--; e.queueCounts[q] <= 0 {
 		delete(e.queueCounts, q)
 	}
+	e.byID.Delete(id)
+	e.removeFromQueue(id, q)
 }
 
 // reap deletes retained finished jobs past purge_at, up to 1000 per call.
@@ -996,6 +1033,8 @@ func (e *engine) reset(now uint64, reply func(any)) {
 	e.terminal = make(map[string]terminalJob)
 	e.purgeOrder.Clear(false)
 	e.queueCounts = make(map[string]int)
+	e.byID.Clear(false)
+	e.byQueue = make(map[string]*btree.BTreeG[string])
 	e.budgets = make(map[string]*budgetEntry)
 	e.unique = make(map[string]string)
 	for _, s := range e.streams {

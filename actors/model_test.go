@@ -886,6 +886,12 @@ func (s *sim) checkQuiescent() {
 		}
 	}
 
+	// query indexes: every stored job exactly once, overall and in its queue
+	if msg := indexViolation(e); msg != "" {
+		s.fail("query-index", "%s", msg)
+		return
+	}
+
 	// engine -> places
 	counts := [5]int{}
 	parkedIn := make(map[string]int)
@@ -2189,4 +2195,34 @@ func TestModelRandomized(t *testing.T) {
 			}
 		})
 	}
+}
+
+// indexViolation checks the query indexes (byID, byQueue, queueCounts)
+// against e.jobs and e.terminal; it returns "" when they agree.
+func indexViolation(e *engine) string {
+	if n := len(e.jobs) + len(e.terminal); e.byID.Len() != n {
+		return fmt.Sprintf("byID has %d ids, engine stores %d jobs", e.byID.Len(), n)
+	}
+	want := make(map[string]int)
+	for id, en := range e.jobs {
+		want[en.job.Queue]++
+		if t := e.byQueue[en.job.Queue]; t == nil || !t.Has(id) || !e.byID.Has(id) {
+			return fmt.Sprintf("job %s (queue %s) missing from the indexes", id, en.job.Queue)
+		}
+	}
+	for id, t := range e.terminal {
+		want[t.queue]++
+		if q := e.byQueue[t.queue]; q == nil || !q.Has(id) || !e.byID.Has(id) || t.meta == nil {
+			return fmt.Sprintf("finished job %s (queue %s) missing from the indexes", id, t.queue)
+		}
+	}
+	if len(want) != len(e.byQueue) || len(want) != len(e.queueCounts) {
+		return fmt.Sprintf("queues: %d expected, %d indexed, %d counted", len(want), len(e.byQueue), len(e.queueCounts))
+	}
+	for q, n := range want {
+		if e.byQueue[q].Len() != n || e.queueCounts[q] != n {
+			return fmt.Sprintf("queue %s: %d jobs, %d indexed, %d counted", q, n, e.byQueue[q].Len(), e.queueCounts[q])
+		}
+	}
+	return ""
 }

@@ -8,13 +8,15 @@ import (
 	"github.com/tollgate/tollgate/protocol"
 )
 
-// Query and administration (SPEC §6): reads scan the store in job-ID order
-// outside the actor; bulk deletes and patches select IDs the same way and
-// then change them through the queue actor in bounded batches, each batch
-// one atomic write.
+// Query and administration (SPEC §6): the queue actor selects matching job
+// IDs in ID order from its in-memory indexes and records (SelectJobs, in
+// bounded chunks); reads then fetch only those records from the store (and
+// run the jq filter on them). Bulk deletes and patches select IDs the same
+// way and change them through the queue actor in bounded batches, each
+// batch one atomic write, continuing after the batch's last ID.
 
 // queryBatch is how many job IDs one DeleteJobs or PatchJobs message carries.
-const queryBatch = 1000
+var queryBatch = 1000
 
 // DeleteJobs deletes the listed jobs that still exist, are visible and (when
 // Filter is set) still match its non-jq filters as the queue sees them.
@@ -38,59 +40,103 @@ type CountResponse struct{ N int }
 func (*DeleteJobs) isQueueMsg() {}
 func (*PatchJobs) isQueueMsg()  {}
 
-// scanJobs calls fn for each visible job matching f, in ID order after from
-// (exclusive), until fn returns false. With an id filter it reads only
-// those records.
-func (e *Engine) scanJobs(ctx context.Context, f *protocol.JobFilter, from string, desc bool, fn func(*protocol.Job) bool) error {
+// SelectJobs asks the queue actor for the IDs of visible jobs matching the
+// filter's non-jq filters, in ID order after From (exclusive), from its
+// in-memory indexes (queue, id) and records (every other filter): up to
+// Limit IDs, examining at most selectScan candidates so one message never
+// holds the actor for long. With Count it only counts.
+type SelectJobs struct {
+	Filter *protocol.JobFilter
+	From   string
+	Desc   bool
+	Limit  int
+	Count  bool
+}
+
+// SelectResponse answers SelectJobs: the IDs (or their number N), and
+// whether the selection is Done; otherwise it continues after Next.
+type SelectResponse struct {
+	IDs  []string
+	N    uint64
+	Next string
+	Done bool
+}
+
+func (*SelectJobs) isQueueMsg() {}
+
+// selectScan is how many candidate jobs one SelectJobs message examines.
+var selectScan = 5000
+
+// matchIDs calls fn with batches (at most n each) of the IDs of visible jobs
+// matching f's non-jq filters, in ID order after from, until fn returns
+// false. Memory stays bounded by n whatever the number of matches.
+func (e *Engine) matchIDs(ctx context.Context, f *protocol.JobFilter, from string, desc bool, n int, fn func([]string) (bool, error)) error {
+	cursor := from
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := e.call(ctx, &SelectJobs{Filter: f, From: cursor, Desc: desc, Limit: n})
+		if err != nil {
+			return err
+		}
+		r := res.(*SelectResponse)
+		if len(r.IDs) > 0 {
+			more, err := fn(r.IDs)
+			if err != nil || !more {
+				return err
+			}
+		}
+		if r.Done {
+			return nil
+		}
+		cursor = r.Next
+	}
+}
+
+// readMatching reads the records of ids and calls fn for each that still
+// exists, is visible and matches f (including its jq program), until fn
+// returns false.
+func (e *Engine) readMatching(ctx context.Context, f *protocol.JobFilter, ids []string, fn func(*protocol.Job) bool) (bool, error) {
 	now := e.now()
-	visit := func(j *protocol.Job) (bool, error) {
+	for _, id := range ids {
 		if err := ctx.Err(); err != nil {
 			return false, err
-		}
-		if j.Purged(now) || !f.Match(ctx, j, now) {
-			return true, nil
-		}
-		return fn(j), nil
-	}
-	if len(f.IDs) == 0 {
-		return e.store.ScanJobsFrom(from, desc, visit)
-	}
-	ids := append([]string(nil), f.IDs...) // sorted by the parser
-	if desc {
-		sort.Sort(sort.Reverse(sort.StringSlice(ids)))
-	}
-	for _, id := range ids {
-		if from != "" && ((!desc && id <= from) || (desc && id >= from)) {
-			continue
 		}
 		j, err := e.store.GetJob(id)
 		if err == protocol.ErrJobNotFound {
 			continue
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
-		more, err := visit(j)
-		if err != nil || !more {
-			return err
+		if j.Purged(now) || !f.Match(ctx, j, now) {
+			continue
+		}
+		if !fn(j) {
+			return false, nil
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // ListJobs returns up to limit visible jobs matching f (with payload) after
-// the cursor from, and whether more follow.
+// the cursor from, and whether more follow. The queue actor selects the IDs
+// from memory; only the records on the page (and, with a jq filter, the
+// candidates it runs on) are read from the store.
 func (e *Engine) ListJobs(ctx context.Context, f *protocol.JobFilter, from string, desc bool, limit int) ([]*protocol.JobView, bool, error) {
 	now := e.now()
 	out := []*protocol.JobView{}
 	more := false
-	err := e.scanJobs(ctx, f, from, desc, func(j *protocol.Job) bool {
-		if len(out) == limit {
-			more = true
-			return false
-		}
-		out = append(out, j.View(now, true))
-		return true
+	err := e.matchIDs(ctx, f, from, desc, limit+1, func(ids []string) (bool, error) {
+		return e.readMatching(ctx, f, ids, func(j *protocol.Job) bool {
+			if len(out) == limit {
+				more = true
+				return false
+			}
+			out = append(out, j.View(now, true))
+			return true
+		})
 	})
 	if err != nil {
 		return nil, false, err
@@ -98,40 +144,58 @@ func (e *Engine) ListJobs(ctx context.Context, f *protocol.JobFilter, from strin
 	return out, more, nil
 }
 
-// CountJobs counts visible jobs matching f.
+// CountJobs counts visible jobs matching f: from the actor's counters and
+// records alone unless a jq program must read payloads.
 func (e *Engine) CountJobs(ctx context.Context, f *protocol.JobFilter) (uint64, error) {
 	var n uint64
-	err := e.scanJobs(ctx, f, "", false, func(*protocol.Job) bool { n++; return true })
-	return n, err
+	if f.Filter != "" {
+		err := e.matchIDs(ctx, f, "", false, queryBatch, func(ids []string) (bool, error) {
+			return e.readMatching(ctx, f, ids, func(*protocol.Job) bool { n++; return true })
+		})
+		return n, err
+	}
+	cursor := ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		res, err := e.call(ctx, &SelectJobs{Filter: f, From: cursor, Count: true})
+		if err != nil {
+			return 0, err
+		}
+		r := res.(*SelectResponse)
+		n += r.N
+		if r.Done {
+			return n, nil
+		}
+		cursor = r.Next
+	}
 }
 
 // forEachBatch selects matching IDs in batches of queryBatch and hands each
-// batch to do, which returns how many it changed.
+// batch to do, which returns how many it changed. Each batch is selected
+// after the last ID of the previous one, so memory stays flat.
 func (e *Engine) forEachBatch(ctx context.Context, f *protocol.JobFilter, do func([]string) (int, error)) (int, error) {
 	total := 0
-	from := ""
-	for {
-		ids := make([]string, 0, queryBatch)
-		err := e.scanJobs(ctx, f, from, false, func(j *protocol.Job) bool {
-			ids = append(ids, j.ID)
-			return len(ids) < queryBatch
-		})
-		if err != nil {
-			return total, err
-		}
-		if len(ids) == 0 {
-			return total, nil
+	err := e.matchIDs(ctx, f, "", false, queryBatch, func(ids []string) (bool, error) {
+		if f.Filter != "" {
+			kept := ids[:0:0]
+			if _, err := e.readMatching(ctx, f, ids, func(j *protocol.Job) bool {
+				kept = append(kept, j.ID)
+				return true
+			}); err != nil {
+				return false, err
+			}
+			ids = kept
+			if len(ids) == 0 {
+				return true, nil
+			}
 		}
 		n, err := do(ids)
 		total += n
-		if err != nil {
-			return total, err
-		}
-		if len(ids) < queryBatch {
-			return total, nil
-		}
-		from = ids[len(ids)-1]
-	}
+		return err == nil, err
+	})
+	return total, err
 }
 
 // DeleteJobs deletes every visible job matching f and returns how many.
@@ -282,8 +346,12 @@ func (e *engine) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 func (e *engine) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 	j := en.job
 	if p.Queue.Present && !p.Queue.Null && p.Queue.Value != j.Queue {
-		e.decQueue(j.Queue)
+		if e.queueCounts[j.Queue]--; e.queueCounts[j.Queue] <= 0 {
+			delete(e.queueCounts, j.Queue)
+		}
+		e.removeFromQueue(j.ID, j.Queue)
 		e.queueCounts[p.Queue.Value]++
+		e.addToQueue(j.ID, p.Queue.Value)
 	}
 	switch en.state {
 	case stReady, stParked:
@@ -337,4 +405,106 @@ func (e *engine) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 			}
 		}
 	}
+}
+
+// selectJobs answers SelectJobs from the indexes and in-memory records.
+func (e *engine) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
+	f := m.Filter
+	res := &SelectResponse{}
+	purged := func(t terminalJob) bool { return t.purgeAt != 0 && t.purgeAt <= now }
+	match := func(id string) bool {
+		if en := e.jobs[id]; en != nil {
+			return f.MatchMeta(en.job, en.job.VisibleStatus(now))
+		}
+		if t, ok := e.terminal[id]; ok && t.meta != nil && !purged(t) {
+			return f.MatchMeta(t.meta, t.meta.Status)
+		}
+		return false
+	}
+	onlyQueues := len(f.IDs) == 0 && len(f.Types) == 0 && len(f.Statuses) == 0 && len(f.BudgetKeys) == 0 &&
+		!f.Priority.Set && !f.ReadyAt.Set && !f.Attempts.Set && f.Filter == ""
+	if m.Count && m.From == "" && onlyQueues {
+		// Counters: stored jobs per queue, less retained finished jobs
+		// already past purge_at (the reaper has not run yet).
+		if len(f.Queues) == 0 {
+			res.N = uint64(e.byID.Len())
+		}
+		for _, q := range f.Queues {
+			res.N += uint64(e.queueCounts[q])
+		}
+		for _, t := range e.terminal {
+			if purged(t) && (len(f.Queues) == 0 || inSortedList(f.Queues, t.queue)) {
+				res.N--
+			}
+		}
+		res.Done = true
+		return res
+	}
+	examined := 0
+	visit := func(id string) bool {
+		if m.From != "" && ((!m.Desc && id <= m.From) || (m.Desc && id >= m.From)) {
+			return true
+		}
+		if examined == selectScan {
+			return false
+		}
+		examined++
+		res.Next = id
+		if !match(id) {
+			return true
+		}
+		if m.Count {
+			res.N++
+			return true
+		}
+		res.IDs = append(res.IDs, id)
+		return len(res.IDs) < m.Limit
+	}
+	if len(f.IDs) > 0 {
+		// Few: the parser sorted them; no scan budget needed.
+		examined = -len(f.IDs) - 1
+		n := len(f.IDs)
+		for i := 0; i < n; i++ {
+			id := f.IDs[i]
+			if m.Desc {
+				id = f.IDs[n-1-i]
+			}
+			if !visit(id) {
+				return res
+			}
+		}
+		res.Done = true
+		return res
+	}
+	tree := e.byID
+	if len(f.Queues) == 1 {
+		tree = e.byQueue[f.Queues[0]]
+		if tree == nil {
+			res.Done = true
+			return res
+		}
+	}
+	stopped := false
+	it := func(id string) bool {
+		if !visit(id) {
+			stopped = true
+			return false
+		}
+		return true
+	}
+	switch {
+	case m.Desc && m.From != "":
+		tree.DescendLessOrEqual(m.From, it)
+	case m.Desc:
+		tree.Descend(it)
+	default:
+		tree.AscendGreaterOrEqual(m.From, it)
+	}
+	res.Done = !stopped
+	return res
+}
+
+func inSortedList(list []string, s string) bool {
+	i := sort.SearchStrings(list, s)
+	return i < len(list) && list[i] == s
 }

@@ -78,6 +78,8 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.eng.deleteJob(now, m.ID, a.replier(ctx))
 	case *DeleteJobs:
 		a.eng.deleteJobs(now, m, a.replier(ctx))
+	case *SelectJobs:
+		ctx.Respond(a.eng.selectJobs(now, m))
 	case *PatchJobs:
 		a.eng.patchJobs(now, m, a.replier(ctx))
 	case *RebindJob:

@@ -32,11 +32,13 @@ func (*RebindJobs) isQueueMsg() {}
 // RebindJobs selects every visible job matching f and applies the change.
 func (e *Engine) RebindJobs(ctx context.Context, f *protocol.JobFilter, op RebindOp, b protocol.NewBinding) (*RebindJobsResponse, error) {
 	var ids []string
-	if err := e.scanJobs(ctx, f, "", false, func(j *protocol.Job) bool {
-		if !j.Status.Terminal() {
-			ids = append(ids, j.ID)
-		}
-		return true
+	if err := e.matchIDs(ctx, f, "", false, queryBatch, func(batch []string) (bool, error) {
+		return e.readMatching(ctx, f, batch, func(j *protocol.Job) bool {
+			if !j.Status.Terminal() {
+				ids = append(ids, j.ID)
+			}
+			return true
+		})
 	}); err != nil {
 		return nil, err
 	}
