@@ -66,6 +66,8 @@ type entry struct {
 	parkedOn string
 	stream   *stream
 	resv     *reservation
+	inSched  bool   // in e.sched (statusindex.go)
+	schedAt  uint64 // its ready_at there
 }
 
 // reservation is a job gathering holds from its budgets in key order.
@@ -125,16 +127,22 @@ type engine struct {
 	log *slog.Logger
 	ids *protocol.IDGenerator
 
-	jobs        map[string]*entry
-	ready       *readyIndex
-	terminal    map[string]terminalJob
-	purgeOrder  *btree.BTreeG[terminalJob]
-	queueCounts map[string]int
+	jobs       map[string]*entry
+	ready      *readyIndex
+	terminal   map[string]terminalJob
+	purgeOrder *btree.BTreeG[terminalJob]
+	// sched, completedTotal and deadTotal index statuses (statusindex.go).
+	sched          *btree.BTreeG[schedItem]
+	completedTotal int
+	deadTotal      int
+	queueCounts    map[string]int
 	// byID and byQueue are every stored job's ID (unfinished and retained
 	// finished), in ID order, overall and per queue: the indexes of the
 	// query endpoints (query.go).
 	byID    *btree.BTreeG[string]
 	byQueue map[string]*btree.BTreeG[string]
+	byType  map[string]*btree.BTreeG[string] // the same per type
+	byKey   map[string]*btree.BTreeG[string] // the same per bound budget key
 
 	streams        map[uint64]*stream
 	order          []*stream
@@ -150,7 +158,8 @@ type engine struct {
 	tracer  *Tracer
 	obs     engineObs // counters for metrics (observe.go)
 
-	recoveredUnique []*protocol.Job // queued-scope jobs recovered from in flight
+	recoveredUnique []*protocol.Job   // queued-scope jobs recovered from in flight
+	loadLatest      map[string]string // unique key -> latest stored job id with it (load only)
 
 	// deferred holds requests about a job that wait for its reservation to
 	// end (dispatched, parked or deleted).
@@ -190,9 +199,12 @@ func newEngine(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consume
 		ready:       newReadyIndex(),
 		terminal:    make(map[string]terminalJob),
 		purgeOrder:  btree.NewG(16, terminalLess),
+		sched:       newSchedSet(),
 		queueCounts: make(map[string]int),
 		byID:        btree.NewG(32, idLess),
 		byQueue:     make(map[string]*btree.BTreeG[string]),
+		byType:      make(map[string]*btree.BTreeG[string]),
+		byKey:       make(map[string]*btree.BTreeG[string]),
 		streams:     make(map[uint64]*stream),
 		consumed:    consumed,
 		budgets:     make(map[string]*budgetEntry),
@@ -213,19 +225,20 @@ func (e *engine) loadBudget(b protocol.Budget) {
 // are rewritten in batch. It returns whether the job was recovered from
 // in flight.
 func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) (recovered bool) {
+	e.noteLoadedKey(j)
 	if j.Status.Terminal() {
 		if j.Purged(now) {
 			batch.DeleteJob(j.ID, j.Attempts)
 			return false
 		}
-		e.addStored(j.ID, j.Queue)
+		e.addStored(j)
 		e.addTerminal(j)
 		if j.UniqueKey != "" && j.UniqueWhile == protocol.UniqueExists {
 			e.claimUnique(j)
 		}
 		return false
 	}
-	e.addStored(j.ID, j.Queue)
+	e.addStored(j)
 	en := &entry{job: j}
 	e.jobs[j.ID] = en
 	e.bind(j)
@@ -248,12 +261,14 @@ func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) 
 		j.Status = protocol.StatusReady
 		e.makeReady(en)
 	}
+	e.syncSched(en)
 	return recovered
 }
 
 // finishLoad re-claims the keys of queued-scope jobs recovered from in
 // flight, where no other job holds them (SPEC §3.9).
 func (e *engine) finishLoad() {
+	e.dropSupersededHolders()
 	for _, j := range e.recoveredUnique {
 		e.reclaimUnique(j)
 	}
@@ -340,7 +355,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 			job.Status = protocol.StatusReady
 		}
 		e.jobs[job.ID] = en
-		e.addStored(job.ID, job.Queue)
+		e.addStored(&job)
 		e.observeEnqueued(&job)
 		e.bind(&job)
 		e.claimUnique(&job)
@@ -353,6 +368,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		} else {
 			e.makeReady(en)
 		}
+		e.syncSched(en)
 	}
 	for i, k := range holderIndex {
 		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
@@ -656,6 +672,7 @@ func (e *engine) onJobsDue(now uint64, ids []string) {
 		if en != nil && en.state == stScheduled && en.job.ReadyAt <= now {
 			en.job.Status = protocol.StatusReady
 			e.makeReady(en)
+			e.syncSched(en)
 		}
 	}
 	e.pump(now)
@@ -815,11 +832,12 @@ func (e *engine) ack(now uint64, ids []string, reply func(any)) {
 func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persistence.Batch, completed bool) {
 	j := en.job
 	delete(e.jobs, j.ID)
+	e.unsched(en)
 	e.unbind(j)
 	e.releaseUniqueOnFinish(j)
 	if retention == 0 {
 		e.releaseUnique(j)
-		e.decQueue(j.ID, j.Queue)
+		e.decStored(j)
 		batch.DeleteJob(j.ID, j.Attempts)
 		return
 	}
@@ -839,7 +857,11 @@ func (e *engine) addTerminal(j *protocol.Job) {
 	if j.UniqueKey != "" && j.UniqueWhile == protocol.UniqueExists {
 		t.job = &c
 	}
+	if old, ok := e.terminal[j.ID]; ok {
+		e.countTerminal(old, -1)
+	}
 	e.terminal[j.ID] = t
+	e.countTerminal(t, 1)
 	if t.purgeAt != 0 {
 		e.purgeOrder.ReplaceOrInsert(t)
 	}
@@ -893,6 +915,7 @@ func (e *engine) fail(now uint64, m *FailJob, reply func(any)) {
 		view = j.View(now, false)
 		view.Status = protocol.StatusScheduled
 		en.state = stScheduled
+		e.syncSched(en)
 		e.reclaimUnique(j)
 		e.out.schedule(j.ID, j.ReadyAt)
 	}
@@ -935,9 +958,10 @@ func (e *engine) removeJob(now uint64, id string, batch *persistence.Batch) bool
 	if en := e.jobs[id]; en != nil {
 		e.detach(en)
 		delete(e.jobs, id)
+		e.unsched(en)
 		e.unbind(en.job)
 		e.releaseUnique(en.job)
-		e.decQueue(id, en.job.Queue)
+		e.decStored(en.job)
 		batch.DeleteJob(id, en.job.Attempts)
 		return true
 	}
@@ -953,18 +977,60 @@ func (e *engine) dropTerminal(t terminalJob) {
 	if t.job != nil {
 		e.releaseUnique(t.job)
 	}
+	if _, ok := e.terminal[t.id]; ok {
+		e.countTerminal(t, -1)
+	}
 	delete(e.terminal, t.id)
 	e.purgeOrder.Delete(t)
-	e.decQueue(t.id, t.queue)
+	e.decStored(t.meta)
 }
 
 func idLess(a, b string) bool { return a < b }
 
 // addStored counts a stored job in its queue and adds it to the indexes.
-func (e *engine) addStored(id, q string) {
-	e.queueCounts[q]++
-	e.byID.ReplaceOrInsert(id)
-	e.addToQueue(id, q)
+func (e *engine) addStored(j *protocol.Job) {
+	e.queueCounts[j.Queue]++
+	e.byID.ReplaceOrInsert(j.ID)
+	e.addToQueue(j.ID, j.Queue)
+	addToIndex(e.byType, j.Type, j.ID)
+	e.indexKeys(j, true)
+}
+
+// indexKeys adds j to (or drops it from) the indexes of its budget keys.
+func (e *engine) indexKeys(j *protocol.Job, add bool) {
+	for _, b := range j.Budgets {
+		if add {
+			addToIndex(e.byKey, b.Key, j.ID)
+		} else {
+			dropFromIndex(e.byKey, b.Key, j.ID)
+		}
+	}
+}
+
+func addToIndex(m map[string]*btree.BTreeG[string], k, id string) {
+	t := m[k]
+	if t == nil {
+		t = btree.NewG(32, idLess)
+		m[k] = t
+	}
+	t.ReplaceOrInsert(id)
+}
+
+func dropFromIndex(m map[string]*btree.BTreeG[string], k, id string) {
+	if t := m[k]; t != nil {
+		t.Delete(id)
+		if t.Len() == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+// decStored uncounts a stored job that is deleted and drops it from the
+// indexes.
+func (e *engine) decStored(j *protocol.Job) {
+	dropFromIndex(e.byType, j.Type, j.ID)
+	e.indexKeys(j, false)
+	e.decQueue(j.ID, j.Queue)
 }
 
 func (e *engine) addToQueue(id, q string) {
@@ -1032,9 +1098,13 @@ func (e *engine) reset(now uint64, reply func(any)) {
 	e.ready = newReadyIndex()
 	e.terminal = make(map[string]terminalJob)
 	e.purgeOrder.Clear(false)
+	e.sched.Clear(false)
+	e.completedTotal, e.deadTotal = 0, 0
 	e.queueCounts = make(map[string]int)
 	e.byID.Clear(false)
 	e.byQueue = make(map[string]*btree.BTreeG[string])
+	e.byType = make(map[string]*btree.BTreeG[string])
+	e.byKey = make(map[string]*btree.BTreeG[string])
 	e.budgets = make(map[string]*budgetEntry)
 	e.unique = make(map[string]string)
 	for _, s := range e.streams {

@@ -42,8 +42,8 @@ func (*PatchJobs) isQueueMsg()  {}
 
 // SelectJobs asks the queue actor for the IDs of visible jobs matching the
 // filter's non-jq filters, in ID order after From (exclusive), from its
-// in-memory indexes (queue, id) and records (every other filter): up to
-// Limit IDs, examining at most selectScan candidates so one message never
+// in-memory indexes (queue, type, budget key, id; status counts) and
+// records (every other filter): up to Limit IDs, examining at most selectScan candidates so one message never
 // holds the actor for long. With Count it only counts.
 type SelectJobs struct {
 	Filter *protocol.JobFilter
@@ -345,6 +345,7 @@ func (e *engine) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 // becomes scheduled; scheduled + past (or null) ready_at becomes ready.
 func (e *engine) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 	j := en.job
+	defer e.syncSched(en)
 	if p.Queue.Present && !p.Queue.Null && p.Queue.Value != j.Queue {
 		if e.queueCounts[j.Queue]--; e.queueCounts[j.Queue] <= 0 {
 			delete(e.queueCounts, j.Queue)
@@ -423,6 +424,35 @@ func (e *engine) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	}
 	onlyQueues := len(f.IDs) == 0 && len(f.Types) == 0 && len(f.Statuses) == 0 && len(f.BudgetKeys) == 0 &&
 		!f.Priority.Set && !f.ReadyAt.Set && !f.Attempts.Set && f.Filter == ""
+	onlyTypes := len(f.Types) > 0 && len(f.IDs) == 0 && len(f.Statuses) == 0 && len(f.Queues) == 0 &&
+		len(f.BudgetKeys) == 0 && !f.Priority.Set && !f.ReadyAt.Set && !f.Attempts.Set && f.Filter == ""
+	if m.Count && m.From == "" && onlyTypes {
+		// Stored jobs per type, less retained finished jobs already past
+		// purge_at (the reaper has not run yet).
+		for _, typ := range f.Types {
+			if t := e.byType[typ]; t != nil {
+				res.N += uint64(t.Len())
+			}
+		}
+		e.purgeOrder.Ascend(func(t terminalJob) bool {
+			if t.purgeAt > now {
+				return false
+			}
+			if inSortedList(f.Types, t.meta.Type) {
+				res.N--
+			}
+			return true
+		})
+		res.Done = true
+		return res
+	}
+	onlyStatuses := len(f.Statuses) > 0 && len(f.IDs) == 0 && len(f.Types) == 0 && len(f.Queues) == 0 &&
+		len(f.BudgetKeys) == 0 && !f.Priority.Set && !f.ReadyAt.Set && !f.Attempts.Set && f.Filter == ""
+	if m.Count && m.From == "" && onlyStatuses {
+		res.N = e.statusCount(now, f.Statuses)
+		res.Done = true
+		return res
+	}
 	if m.Count && m.From == "" && onlyQueues {
 		// Counters: stored jobs per queue, less retained finished jobs
 		// already past purge_at (the reaper has not run yet).
@@ -479,6 +509,18 @@ func (e *engine) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	tree := e.byID
 	if len(f.Queues) == 1 {
 		tree = e.byQueue[f.Queues[0]]
+		if tree == nil {
+			res.Done = true
+			return res
+		}
+	} else if len(f.Types) == 1 {
+		tree = e.byType[f.Types[0]]
+		if tree == nil {
+			res.Done = true
+			return res
+		}
+	} else if len(f.BudgetKeys) == 1 {
+		tree = e.byKey[f.BudgetKeys[0]]
 		if tree == nil {
 			res.Done = true
 			return res

@@ -104,7 +104,10 @@ func TestQueryIndexesMatchFullScan(t *testing.T) {
 	ctx := context.Background()
 	filters := []string{"", "queue=a", "queue=a,c", "status=ready", "status=scheduled", "status=completed",
 		"status=dead,completed", "type=y&queue=b", "priority=1..2&status=ready", "attempts=1..", "budgets.key=k",
-		"budgets.key=k&queue=c&status=scheduled", "filter=.n%252==0", "filter=.n>100&queue=b", "queue=nope", "ready_at=..1"}
+		"budgets.key=k&queue=c&status=scheduled", "filter=.n%252==0", "filter=.n>100&queue=b", "queue=nope", "ready_at=..1",
+		"status=in_flight", "status=scheduled,ready", "status=ready,dead", "status=scheduled,ready,in_flight,completed,dead",
+		"type=x", "type=y,x", "type=nope", "type=x&status=dead", "type=y&priority=2", "type=x,nope&queue=b",
+		"budgets.key=k&status=ready", "budgets.key=nope", "budgets.key=k&type=y"}
 	for _, q := range filters {
 		f := parseFilter(t, q)
 		want := expected(t, eng, store, f)

@@ -90,3 +90,41 @@ func (e *engine) releaseUniqueOnFinish(j *protocol.Job) {
 		e.releaseUnique(j)
 	}
 }
+
+// noteLoadedKey records, while loading, the latest stored job carrying each
+// unique key.
+func (e *engine) noteLoadedKey(j *protocol.Job) {
+	if j.UniqueKey == "" {
+		return
+	}
+	if e.loadLatest == nil {
+		e.loadLatest = make(map[string]string)
+	}
+	if j.ID > e.loadLatest[j.UniqueKey] {
+		e.loadLatest[j.UniqueKey] = j.ID
+	}
+}
+
+// dropSupersededHolders runs at the end of loading. An active- or
+// exists-scope job never re-claims its key, so once a later job with the same
+// key was created (and took the key over) it is no longer the holder, even if
+// that later job has released the key since: the key stays free, as it was
+// before the restart.
+func (e *engine) dropSupersededHolders() {
+	for key, id := range e.unique {
+		latest := e.loadLatest[key]
+		if latest == "" || latest == id {
+			continue
+		}
+		var while string
+		if en := e.jobs[id]; en != nil {
+			while = en.job.UniqueWhile
+		} else if t, ok := e.terminal[id]; ok && t.job != nil {
+			while = t.job.UniqueWhile
+		}
+		if while == protocol.UniqueActive || while == protocol.UniqueExists {
+			delete(e.unique, key)
+		}
+	}
+	e.loadLatest = nil
+}
