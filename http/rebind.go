@@ -24,18 +24,7 @@ func (a *API) rebindReply(c echo.Context, m *actors.RebindJob) error {
 // rebindKeyed handles POST and PUT /jobs/{id}/budgets/{key} (binding body).
 func (a *API) rebindKeyed(op actors.RebindOp) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		var req protocol.RebindBindingRequest
-		if err := a.decodeBody(c, &req); err != nil {
-			return err
-		}
-		key, err := budgetKey(c)
-		if err != nil {
-			return err
-		}
-		if err := protocol.CheckRebindKey(key); err != nil {
-			return err
-		}
-		b, err := req.Validate(key)
+		b, err := a.decodeKeyedBinding(c)
 		if err != nil {
 			return err
 		}
@@ -124,18 +113,7 @@ func (a *API) rebindBulkKeyed(op actors.RebindOp) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var req protocol.RebindBindingRequest
-		if err := a.decodeBody(c, &req); err != nil {
-			return err
-		}
-		key, err := budgetKey(c)
-		if err != nil {
-			return err
-		}
-		if err := protocol.CheckRebindKey(key); err != nil {
-			return err
-		}
-		b, err := req.Validate(key)
+		b, err := a.decodeKeyedBinding(c)
 		if err != nil {
 			return err
 		}
@@ -180,4 +158,21 @@ func (a *API) rebindBulkClear(c echo.Context) error {
 		return err
 	}
 	return a.rebindBulkReply(c, f, actors.RebindClear, protocol.NewBinding{})
+}
+
+// decodeKeyedBinding reads a binding body for the {key} of the path:
+// decode (400), key rules (422), cost and create_with (400/422).
+func (a *API) decodeKeyedBinding(c echo.Context) (protocol.NewBinding, error) {
+	var req protocol.RebindBindingRequest
+	if err := a.decodeBody(c, &req); err != nil {
+		return protocol.NewBinding{}, err
+	}
+	key, err := budgetKey(c)
+	if err != nil {
+		return protocol.NewBinding{}, err
+	}
+	if err := protocol.CheckRebindKey(key); err != nil {
+		return protocol.NewBinding{}, err
+	}
+	return req.Validate(key)
 }
