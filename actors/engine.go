@@ -331,12 +331,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		}
 	}
 	batch := persistence.NewBatch(e.cfg.EnqueueSync)
-	for _, key := range createdOrder {
-		b := *created[key]
-		e.budgets[key] = &budgetEntry{budget: b, bound: make(map[uint32]int)}
-		e.out.spawnBudget(b)
-		batch.PutBudget(&b)
-	}
+	e.createBudgets(created, createdOrder, batch)
 	ids := make([]string, len(m.Jobs))
 	for i, nj := range m.Jobs {
 		if views[i] != nil {
@@ -402,6 +397,17 @@ func (e *engine) resolveBindings(now uint64, nj *protocol.NewJob, created map[st
 		}
 	}
 	return nil
+}
+
+// createBudgets adds the budgets a request's create_with resolved to the
+// catalog, spawns their actors (pools full) and writes them in batch.
+func (e *engine) createBudgets(created map[string]*protocol.Budget, order []string, batch *persistence.Batch) {
+	for _, key := range order {
+		b := *created[key]
+		e.budgets[key] = &budgetEntry{budget: b, bound: make(map[uint32]int)}
+		e.out.spawnBudget(b)
+		batch.PutBudget(&b)
+	}
 }
 
 func (e *engine) checkBudgetLimit(key string, pending int) error {

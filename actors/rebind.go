@@ -179,12 +179,7 @@ func (e *engine) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 		return
 	}
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
-	for _, key := range createdOrder {
-		b := *created[key]
-		e.budgets[key] = &budgetEntry{budget: b, bound: make(map[uint32]int)}
-		e.out.spawnBudget(b)
-		batch.PutBudget(&b)
-	}
+	e.createBudgets(created, createdOrder, batch)
 	e.applyBindings(en, list)
 	batch.PutJob(j)
 	e.persistThenReply(batch, reply, &JobResponse{Job: j.View(now, false)})

@@ -66,12 +66,7 @@ func (e *engine) rebindJobs(now uint64, m *RebindJobs, reply func(any)) {
 		return
 	}
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
-	for _, key := range createdOrder {
-		b := *created[key]
-		e.budgets[key] = &budgetEntry{budget: b, bound: make(map[uint32]int)}
-		e.out.spawnBudget(b)
-		batch.PutBudget(&b)
-	}
+	e.createBudgets(created, createdOrder, batch)
 	ids := append([]string(nil), m.IDs...)
 	sort.Strings(ids)
 	resp := &RebindJobsResponse{Blocked: []string{}}

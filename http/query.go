@@ -115,14 +115,8 @@ func (a *API) listJobs(c echo.Context) error {
 }
 
 func (a *API) countJobs(c echo.Context) error {
-	if _, err := responseFormat(c); err != nil {
-		return err
-	}
-	f, _, err := protocol.ParseJobFilter(c.QueryParams())
+	f, err := parseFilterOnly(c)
 	if err != nil {
-		return err
-	}
-	if err := f.Validate(); err != nil {
 		return err
 	}
 	n, err := a.engine.CountJobs(c.Request().Context(), f)
@@ -133,14 +127,8 @@ func (a *API) countJobs(c echo.Context) error {
 }
 
 func (a *API) deleteJobs(c echo.Context) error {
-	if _, err := responseFormat(c); err != nil {
-		return err
-	}
-	f, _, err := protocol.ParseJobFilter(c.QueryParams())
+	f, err := parseFilterOnly(c)
 	if err != nil {
-		return err
-	}
-	if err := f.Validate(); err != nil {
 		return err
 	}
 	n, err := a.engine.DeleteJobs(c.Request().Context(), f)
@@ -290,4 +278,20 @@ func (a *API) jobError(c echo.Context) error {
 		return err
 	}
 	return a.reply(c, http.StatusOK, rec)
+}
+
+// parseFilterOnly checks Accept and parses the shared job filters of a
+// request that takes nothing else in its query (count, delete).
+func parseFilterOnly(c echo.Context) (*protocol.JobFilter, error) {
+	if _, err := responseFormat(c); err != nil {
+		return nil, err
+	}
+	f, _, err := protocol.ParseJobFilter(c.QueryParams())
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
