@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,33 @@ func TestMsgpackBinAndExtRejected(t *testing.T) {
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Code != CodeInvalid || !strings.HasPrefix(pe.Message, "invalid MessagePack: ") {
 		t.Fatalf("bin payload: got %v", err)
+	}
+}
+
+// TestMsgpackLyingLengthsRejectedCheaply feeds headers that claim about
+// 800 million elements or bytes with almost nothing behind them: the
+// transcoder must refuse them without allocating for the claimed length.
+// (FuzzMsgpackStreamFraming once found a map32 header that made a generic
+// msgpack.Unmarshal allocate gigabytes.)
+func TestMsgpackLyingLengthsRejectedCheaply(t *testing.T) {
+	tail := strings.Repeat("0", 32)
+	for name, head := range map[string]string{
+		"map32":   "\xdf0000",
+		"array32": "\xdd0000",
+		"str32":   "\xdb0000",
+		"nested":  "\x81\xa1p\xdf0000",
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := MsgpackToJSON([]byte(head + tail)); err == nil {
+			t.Errorf("%s: accepted a value whose length header lies", name)
+		}
+		runtime.ReadMemStats(&after)
+		// msgpack reads a long string in chunks of at most 1 MiB, so one
+		// lying str32 header costs that much; a map or array costs nothing
+		if grown := after.TotalAlloc - before.TotalAlloc; grown > 2<<20 {
+			t.Errorf("%s: allocated %d bytes for a %d-byte input", name, grown, len(head+tail))
+		}
 	}
 }
 
