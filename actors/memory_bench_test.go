@@ -1,0 +1,115 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// benchSize reads a size from the environment, or returns def.
+func benchSize(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// heapInUse returns the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkParkedMemory measures the live heap of the many-budgets shape:
+// TOLLGATE_BENCH_BUDGETS while_in_flight budgets of allocation 1 (default
+// 1024), a stream that never acks, and TOLLGATE_BENCH_PARKED parked jobs per
+// budget (default 100) with 200-byte payloads. It reports heap bytes per
+// budget and per parked job (badger's memtables included). b.N is ignored.
+// TOLLGATE_BENCH_HEAPPROFILE=path writes the loaded heap's profile there.
+func BenchmarkParkedMemory(b *testing.B) {
+	budgets := benchSize("TOLLGATE_BENCH_BUDGETS", 1024)
+	parked := benchSize("TOLLGATE_BENCH_PARKED", 100)
+	e := benchEngine(b)
+	ctx := context.Background()
+	payload := []byte(`{"s":"` + strings.Repeat("x", 190) + `"}`)
+
+	base := heapInUse()
+	def := protocol.Definition{Allocation: 1, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
+	for i := range budgets {
+		if _, _, err := e.CreateBudget(ctx, fmt.Sprintf("budget-%05d", i), def, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	withBudgets := heapInUse()
+
+	delivered := make(chan int, 1024)
+	stream, err := e.OpenStream(ctx, &OpenStream{Prefetch: 0, Deliver: func(j []protocol.Job) { delivered <- len(j) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := budgets * (parked + 1)
+	batch := make([]*protocol.NewJob, 0, 1000)
+	for i := range total {
+		key := fmt.Sprintf("budget-%05d", i%budgets)
+		batch = append(batch, &protocol.NewJob{Job: protocol.Job{Type: "bench", Queue: "q", Priority: protocol.DefaultPriority,
+			Payload: payload, Budgets: []protocol.Binding{{Key: key, Cost: 1}}}})
+		if len(batch) == cap(batch) || i == total-1 {
+			if _, err := e.Enqueue(ctx, batch, true); err != nil {
+				b.Fatal(err)
+			}
+			batch = make([]*protocol.NewJob, 0, 1000)
+		}
+	}
+	for got := 0; got < budgets; {
+		got += <-delivered // one job per budget in flight, the rest parked
+		e.StreamWritten(stream)
+	}
+	// the refused jobs park asynchronously: wait (bounded) until all have
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		m, err := e.Metrics(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for _, q := range m.Queues {
+			n += q.Parked
+		}
+		if n == budgets*parked {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("parked %d jobs, want %d", n, budgets*parked)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	loaded := heapInUse()
+	if path := os.Getenv("TOLLGATE_BENCH_HEAPPROFILE"); path != "" {
+		writeHeapProfile(b, path)
+	}
+	b.ReportMetric(float64(withBudgets-base)/float64(budgets), "B/budget")
+	b.ReportMetric(float64(loaded-withBudgets)/float64(total), "B/job")
+	b.ReportMetric(float64(loaded-base)/(1<<20), "heap-MiB")
+}
+
+// writeHeapProfile writes the live heap to path (go tool pprof reads it).
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
