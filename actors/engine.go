@@ -34,6 +34,11 @@ type EngineConfig struct {
 	ReaperInterval time.Duration
 	// Random returns a uniform float in [0, 1) for backoff jitter.
 	Random func() float64
+	// PayloadCacheBytes bounds the payload bytes memory keeps of waiting
+	// jobs (default 64 MiB). Beyond it, and after a restart, a job's
+	// payload stays only in the store and is read when the job is written
+	// to its stream (Engine.LoadPayloads).
+	PayloadCacheBytes int
 }
 
 // outbox is how the engine acts on the world; the queue actor implements
@@ -127,10 +132,13 @@ type engine struct {
 	log *slog.Logger
 	ids *protocol.IDGenerator
 
-	jobs       map[string]*entry
-	ready      *readyIndex
-	terminal   map[string]terminalJob
-	purgeOrder *btree.BTreeG[terminalJob]
+	jobs map[string]*entry
+	// payloadBytes is the size of the payloads jobs hold in memory
+	// (bounded by cfg.PayloadCacheBytes).
+	payloadBytes int
+	ready        *readyIndex
+	terminal     map[string]terminalJob
+	purgeOrder   *btree.BTreeG[terminalJob]
 	// sched, completedTotal and deadTotal index statuses (statusindex.go).
 	sched          *btree.BTreeG[schedItem]
 	completedTotal int
@@ -355,7 +363,8 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		e.bind(&job)
 		e.claimUnique(&job)
 		ids[i] = job.ID
-		batch.PutJob(&job)
+		batch.PutNewJob(&job)
+		e.cachePayload(&job)
 		views[i] = job.EnqueueView(now, false, false)
 		if job.Status == protocol.StatusScheduled {
 			en.state = stScheduled
@@ -520,7 +529,24 @@ func (e *engine) dispatch(now uint64, en *entry, s *stream) {
 		}
 	}
 	s.outbox = append(s.outbox, *en.job)
+	e.dropPayload(en.job) // the outbox copy delivers it; a retry reads the store
 	e.observeDispatched(en, s)
+}
+
+// cachePayload keeps a new job's payload in memory while the cache has
+// room; otherwise only the store holds it.
+func (e *engine) cachePayload(j *protocol.Job) {
+	if e.payloadBytes+len(j.Payload) > e.cfg.PayloadCacheBytes {
+		j.Payload = nil
+		return
+	}
+	e.payloadBytes += len(j.Payload)
+}
+
+// dropPayload forgets the payload memory holds of j, if any.
+func (e *engine) dropPayload(j *protocol.Job) {
+	e.payloadBytes -= len(j.Payload)
+	j.Payload = nil
 }
 
 // flush persists the in-flight state of every job dispatched since the last
@@ -838,6 +864,7 @@ func (e *engine) ack(now uint64, ids []string, reply func(any)) {
 func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persistence.Batch, completed bool) {
 	j := en.job
 	delete(e.jobs, j.ID)
+	e.dropPayload(j)
 	e.unsched(en)
 	e.unbind(j)
 	e.releaseUniqueOnFinish(j)
@@ -964,6 +991,7 @@ func (e *engine) removeJob(now uint64, id string, batch *persistence.Batch) bool
 	if en := e.jobs[id]; en != nil {
 		e.detach(en)
 		delete(e.jobs, id)
+		e.dropPayload(en.job)
 		e.unsched(en)
 		e.unbind(en.job)
 		e.releaseUnique(en.job)
@@ -1101,6 +1129,7 @@ func (e *engine) reset(now uint64, reply func(any)) {
 		e.out.stopBudget(key)
 	}
 	e.jobs = make(map[string]*entry)
+	e.payloadBytes = 0
 	e.ready = newReadyIndex()
 	e.terminal = make(map[string]terminalJob)
 	e.purgeOrder.Clear(false)

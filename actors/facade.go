@@ -37,6 +37,9 @@ func (c EngineConfig) WithDefaults() EngineConfig {
 	if c.Random == nil {
 		c.Random = rand.Float64
 	}
+	if c.PayloadCacheBytes == 0 {
+		c.PayloadCacheBytes = 64 << 20
+	}
 	return c
 }
 
@@ -165,6 +168,18 @@ func (e *Engine) Fail(ctx context.Context, id string, req *protocol.FailureReque
 		return nil, err
 	}
 	return res.(*JobResponse).Job, nil
+}
+
+// LoadPayloads reads from the store the payloads a delivered batch lacks
+// (see EngineConfig.PayloadCacheBytes), in place. A job deleted since it
+// was dispatched is left out of the result.
+func (e *Engine) LoadPayloads(jobs []protocol.Job) ([]protocol.Job, error) {
+	for i := range jobs {
+		if jobs[i].Payload == nil {
+			return e.store.LoadPayloads(jobs)
+		}
+	}
+	return jobs, nil
 }
 
 // GetJob reads a job from the store (with payload).

@@ -322,6 +322,10 @@ func newSim(tb testing.TB, seed uint64, dir string) *sim {
 	if seed%3 == 0 {
 		s.cfg.GlobalInFlightLimit = 4
 	}
+	if seed%2 == 0 {
+		// room for a few payloads only: the rest are read from the store
+		s.cfg.PayloadCacheBytes = 4 * len(modelPayload("q0", 1))
+	}
 	s.open()
 	s.start()
 	return s
@@ -682,6 +686,16 @@ func (s *sim) afterEngine() {
 // reports the write back to the queue.
 func (s *sim) deliver(ms *mStream) func([]protocol.Job) {
 	return func(jobs []protocol.Job) {
+		// what the stream writer does first (http/take.go)
+		loaded, err := s.store.LoadPayloads(jobs)
+		if err != nil || len(loaded) != len(jobs) {
+			s.fail("payload", "loading the payloads of %d delivered jobs: %d found, %v", len(jobs), len(loaded), err)
+		}
+		for _, j := range loaded {
+			if mj := s.jobs[j.ID]; mj != nil && string(j.Payload) != string(modelPayload(mj.queue, mj.prio)) {
+				s.fail("payload", "job %s delivered with payload %s, want %s", j.ID, j.Payload, modelPayload(mj.queue, mj.prio))
+			}
+		}
 		if ms.prefetch == 0 && len(jobs) != 1 {
 			s.fail("prefetch", "stream %d (prefetch 0) got a batch of %d jobs", ms.id, len(jobs))
 		}
@@ -884,6 +898,20 @@ func (s *sim) checkQuiescent() {
 			s.fail("early-ready", "job #%d %s has ready_at in %d ms but the engine has it %s", mj.n, mj.id, mj.readyAt-now, modelStateName(en.state))
 			return
 		}
+	}
+
+	// payload cache: counted exactly, within its bound, never for in flight
+	held := 0
+	for _, en := range e.jobs {
+		held += len(en.job.Payload)
+		if en.state == stInFlight && en.job.Payload != nil {
+			s.fail("payload-cache", "in-flight job %s still holds its payload in memory", en.job.ID)
+			return
+		}
+	}
+	if held != e.payloadBytes || held > e.cfg.PayloadCacheBytes {
+		s.fail("payload-cache", "jobs hold %d payload bytes, engine counts %d, bound %d", held, e.payloadBytes, e.cfg.PayloadCacheBytes)
+		return
 	}
 
 	// query indexes: every stored job exactly once, overall and in its queue
@@ -1356,7 +1384,7 @@ func (s *sim) doEnqueue(op simOp) {
 	expectOK := true
 	created := make(map[string]protocol.Definition)
 	for _, js := range op.Jobs {
-		nj := &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: js.Queue, Priority: js.Prio, Payload: []byte("{}")}}
+		nj := &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: js.Queue, Priority: js.Prio, Payload: modelPayload(js.Queue, js.Prio)}}
 		if js.Delay > 0 {
 			nj.Job.ReadyAt = s.now + js.Delay
 			nj.ReadyAtSet = true
@@ -2225,4 +2253,10 @@ func indexViolation(e *engine) string {
 		}
 	}
 	return ""
+}
+
+// modelPayload is the payload the model gives a job: distinct per queue and
+// priority, so a delivery with another job's payload is caught.
+func modelPayload(queue string, prio uint16) []byte {
+	return fmt.Appendf(nil, `{"queue":%q,"priority":%d}`, queue, prio)
 }

@@ -43,7 +43,7 @@ func queryTestEngine(t *testing.T, n int) (*Engine, *persistence.Store) {
 		if k%5 == 0 {
 			j.Budgets = []protocol.Binding{{Key: "k", Cost: 1}}
 		}
-		batch.PutJob(j)
+		batch.PutNewJob(j)
 	}
 	batch.PutBudget(&protocol.Budget{Key: "k", Allocation: 1000000, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}, CreatedAt: now, UpdatedAt: now})
 	if err := store.Commit(context.Background(), batch); err != nil {
@@ -66,11 +66,11 @@ func expected(t *testing.T, eng *Engine, store *persistence.Store, f *protocol.J
 	t.Helper()
 	var out []string
 	now := eng.now()
-	if err := store.ScanJobs(func(j *protocol.Job) error {
+	if err := store.ScanJobsFrom("", false, func(j *protocol.Job) (bool, error) {
 		if !j.Purged(now) && f.Match(context.Background(), j, now) {
 			out = append(out, j.ID)
 		}
-		return nil
+		return true, nil
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -141,6 +141,12 @@ func (a *API) take(c echo.Context) error {
 	for {
 		select {
 		case jobs := <-batches:
+			jobs, err = a.engine.LoadPayloads(jobs)
+			if err != nil {
+				// closing the stream puts its jobs back in the queue
+				log.Error("take stream: read payloads", "err", err)
+				return nil
+			}
 			buf = buf[:0]
 			now := uint64(time.Now().UnixMilli())
 			for i := range jobs {

@@ -57,12 +57,33 @@ func (b *Batch) del(key []byte) {
 	b.ops = append(b.ops, op{key: key})
 }
 
-// PutJob stores the job record.
-func (b *Batch) PutJob(j *protocol.Job) { b.set(jobKey(j.ID), j) }
+// PutNewJob stores a new job: its record and, under its own key, its
+// payload.
+func (b *Batch) PutNewJob(j *protocol.Job) {
+	b.PutJob(j)
+	val := make([]byte, 0, 1+len(j.Payload))
+	val = append(append(val, protocol.RecordVersion), j.Payload...)
+	key := payloadKey(j.ID)
+	b.size += len(key) + len(val) + 32
+	b.ops = append(b.ops, op{key: key, val: val})
+}
 
-// DeleteJob removes the job record and its error records (attempts 1..n).
+// PutJob stores the job record, without the payload (PutNewJob stored it).
+func (b *Batch) PutJob(j *protocol.Job) {
+	if j.Payload == nil {
+		b.set(jobKey(j.ID), j)
+		return
+	}
+	meta := *j
+	meta.Payload = nil
+	b.set(jobKey(j.ID), &meta)
+}
+
+// DeleteJob removes the job record, its payload and its error records
+// (attempts 1..n).
 func (b *Batch) DeleteJob(id string, attempts uint32) {
 	b.del(jobKey(id))
+	b.del(payloadKey(id))
 	for a := uint32(1); a <= attempts; a++ {
 		b.del(errorKey(id, a))
 	}

@@ -7,22 +7,32 @@ import "encoding/binary"
 //
 //	key                          value                          owner
 //	m/version                    schema version (1 byte)        Store.Open
-//	j/<job id>                   job record (versioned msgpack) queue actor
+//	j/<job id>                   job record without its payload queue actor
+//	p/<job id>                   payload (version byte + JSON)  queue actor
 //	e/<job id>/<attempt u32>     error record                   queue actor
 //	b/<budget key>               budget record                  queue actor
+//
+// The payload is written once, at enqueue, and never changes, so the many
+// rewrites of a job record as its status changes stay small.
 //
 // Job IDs are 25 fixed-length base-36 characters, so "e/<id>/" prefixes
 // never collide. Budget keys never contain NUL and are at most 255 bytes.
 var (
-	versionKey   = []byte("m/version")
-	jobPrefix    = []byte("j/")
-	errorPrefix  = []byte("e/")
-	budgetPrefix = []byte("b/")
+	versionKey    = []byte("m/version")
+	jobPrefix     = []byte("j/")
+	payloadPrefix = []byte("p/")
+	errorPrefix   = []byte("e/")
+	budgetPrefix  = []byte("b/")
 )
 
 func jobKey(id string) []byte {
 	k := make([]byte, 0, len(jobPrefix)+len(id))
 	return append(append(k, jobPrefix...), id...)
+}
+
+func payloadKey(id string) []byte {
+	k := make([]byte, 0, len(payloadPrefix)+len(id))
+	return append(append(k, payloadPrefix...), id...)
 }
 
 func errorKeyPrefix(id string) []byte {

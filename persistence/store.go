@@ -119,24 +119,80 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-const schemaVersion = 1
+// schemaVersion 2 keeps payloads under their own keys (p/<id>); version 1
+// held them inside the job record and is migrated at Open.
+const schemaVersion = 2
 
 func (s *Store) checkVersion() error {
-	return s.db.Update(func(txn *badger.Txn) error {
+	var version byte
+	err := s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(versionKey)
 		if errors.Is(err, badger.ErrKeyNotFound) {
+			version = schemaVersion
 			return txn.Set(versionKey, []byte{schemaVersion})
 		}
 		if err != nil {
 			return fmt.Errorf("persistence: read schema version: %w", err)
 		}
 		return item.Value(func(v []byte) error {
-			if len(v) != 1 || v[0] != schemaVersion {
+			if len(v) != 1 || v[0] < 1 || v[0] > schemaVersion {
 				return fmt.Errorf("persistence: unsupported schema version %v", v)
 			}
+			version = v[0]
 			return nil
 		})
 	})
+	if err != nil || version == schemaVersion {
+		return err
+	}
+	return s.migrateInlinePayloads()
+}
+
+// migrateInlinePayloads moves every payload held inside a job record
+// (schema version 1) to its own key, then records version 2. It is
+// idempotent, so a crash in the middle is finished at the next Open.
+func (s *Store) migrateInlinePayloads() error {
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	moved := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = jobPrefix
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			job := new(protocol.Job)
+			if err := it.Item().Value(func(v []byte) error { return protocol.UnmarshalRecord(v, job) }); err != nil {
+				return fmt.Errorf("%s: %w", it.Item().Key(), err)
+			}
+			if job.Payload == nil {
+				continue
+			}
+			b := NewBatch(false)
+			b.PutNewJob(job)
+			if b.err != nil {
+				return b.err
+			}
+			for _, o := range b.ops {
+				if err := wb.Set(o.key, o.val); err != nil {
+					return err
+				}
+			}
+			moved++
+		}
+		return nil
+	})
+	if err == nil {
+		err = wb.Set(append([]byte{}, versionKey...), []byte{schemaVersion})
+	}
+	if err == nil {
+		err = wb.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("persistence: migrate to schema version %d: %w", schemaVersion, err)
+	}
+	s.log.Info("store migrated: payloads moved to their own keys", "jobs", moved, "schema_version", schemaVersion)
+	return nil
 }
 
 // Close stops the committer after it has committed everything submitted so
@@ -281,7 +337,8 @@ func (s *Store) gcLoop() {
 	}
 }
 
-// GetJob reads one job record; it returns protocol.ErrJobNotFound when absent.
+// GetJob reads one job with its payload; it returns protocol.ErrJobNotFound
+// when absent.
 func (s *Store) GetJob(id string) (*protocol.Job, error) {
 	var job protocol.Job
 	err := s.db.View(func(txn *badger.Txn) error {
@@ -289,7 +346,10 @@ func (s *Store) GetJob(id string) (*protocol.Job, error) {
 		if err != nil {
 			return err
 		}
-		return item.Value(func(v []byte) error { return protocol.UnmarshalRecord(v, &job) })
+		if err := item.Value(func(v []byte) error { return protocol.UnmarshalRecord(v, &job) }); err != nil {
+			return err
+		}
+		return readPayload(txn, &job)
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, protocol.ErrJobNotFound
@@ -300,7 +360,48 @@ func (s *Store) GetJob(id string) (*protocol.Job, error) {
 	return &job, nil
 }
 
-// ScanJobs calls fn for every stored job in ID order.
+// readPayload fills in job's payload from its own key.
+func readPayload(txn *badger.Txn, job *protocol.Job) error {
+	item, err := txn.Get(payloadKey(job.ID))
+	if err != nil {
+		return fmt.Errorf("payload of %s: %w", job.ID, err)
+	}
+	return item.Value(func(v []byte) error {
+		if len(v) == 0 || v[0] != protocol.RecordVersion {
+			return fmt.Errorf("payload of %s: unknown record version", job.ID)
+		}
+		job.Payload = append(make([]byte, 0, len(v)-1), v[1:]...)
+		return nil
+	})
+}
+
+// LoadPayloads fills in the payload of every job in jobs that has none, in
+// one read transaction. It returns the jobs whose payload was found (a job
+// deleted since is left out), in their order.
+func (s *Store) LoadPayloads(jobs []protocol.Job) ([]protocol.Job, error) {
+	out := jobs[:0]
+	err := s.db.View(func(txn *badger.Txn) error {
+		for i := range jobs {
+			if jobs[i].Payload == nil {
+				err := readPayload(txn, &jobs[i])
+				if errors.Is(err, badger.ErrKeyNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+			}
+			out = append(out, jobs[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("persistence.LoadPayloads: %w", err)
+	}
+	return out, nil
+}
+
+// ScanJobs calls fn for every stored job in ID order, without payloads.
 func (s *Store) ScanJobs(fn func(*protocol.Job) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/tollgate/tollgate/protocol"
 )
 
@@ -39,7 +41,7 @@ func TestGroupCommitConcurrentSubmitters(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < perWriter; i++ {
 				b := NewBatch(i%50 == 0)
-				b.PutJob(testJob(w*perWriter + i))
+				b.PutNewJob(testJob(w*perWriter + i))
 				if err := s.Commit(context.Background(), b); err != nil {
 					t.Errorf("commit: %v", err)
 					return
@@ -75,7 +77,7 @@ func TestBatchIsAtomicAndOrdered(t *testing.T) {
 	defer s.Close()
 	j := testJob(1)
 	b := NewBatch(false)
-	b.PutJob(j)
+	b.PutNewJob(j)
 	b.PutError(j.ID, &protocol.ErrorRecord{Attempt: 1, Message: "boom"})
 	j2 := *j
 	j2.Attempts = 1
@@ -122,7 +124,7 @@ func TestOversizedGroupSplits(t *testing.T) {
 		b := NewBatch(false)
 		j := testJob(i)
 		j.Payload = append([]byte(`"`), append(big, '"')...)
-		b.PutJob(j)
+		b.PutNewJob(j)
 		wg.Add(1)
 		s.Submit(b, func(err error) { errs <- err; wg.Done() })
 	}
@@ -161,4 +163,102 @@ func TestBudgetsRoundTrip(t *testing.T) {
 	if got, _ := s.LoadBudgets(); len(got) != 1 {
 		t.Fatalf("after delete: %+v", got)
 	}
+}
+
+// TestPayloadLivesApart checks that a job's payload is written once under
+// its own key: record rewrites leave it alone, GetJob and LoadPayloads join
+// it back, ScanJobs leaves it out, and DeleteJob removes it.
+func TestPayloadLivesApart(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	j := testJob(7)
+	b := NewBatch(false)
+	b.PutNewJob(j)
+	if err := s.Commit(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	moved := *j
+	moved.Payload = nil
+	moved.Status = protocol.StatusInFlight
+	b = NewBatch(false)
+	b.PutJob(&moved)
+	if err := s.Commit(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetJob(j.ID)
+	if err != nil || got.Status != protocol.StatusInFlight || string(got.Payload) != string(j.Payload) {
+		t.Fatalf("GetJob = %+v, %v; want in_flight with payload %s", got, err, j.Payload)
+	}
+	_ = s.ScanJobs(func(sj *protocol.Job) error {
+		if sj.Payload != nil {
+			t.Errorf("ScanJobs returned a payload: %s", sj.Payload)
+		}
+		return nil
+	})
+	loaded, err := s.LoadPayloads([]protocol.Job{moved, {ID: "gone"}})
+	if err != nil || len(loaded) != 1 || string(loaded[0].Payload) != string(j.Payload) {
+		t.Fatalf("LoadPayloads = %+v, %v", loaded, err)
+	}
+	b = NewBatch(false)
+	b.DeleteJob(j.ID, 0)
+	if err := s.Commit(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if loaded, err := s.LoadPayloads([]protocol.Job{moved}); err != nil || len(loaded) != 0 {
+		t.Fatalf("payload outlived its job: %+v, %v", loaded, err)
+	}
+}
+
+// TestMigrateInlinePayloads opens a schema-version-1 store, whose job
+// records hold their payloads, and checks the payloads move to their own
+// keys and read back the same.
+func TestMigrateInlinePayloads(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	err := s.db.Update(func(txn *badger.Txn) error {
+		for i := range 3 {
+			j := testJob(i)
+			val, err := protocol.MarshalRecord(j) // payload inline, as version 1 wrote it
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(jobKey(j.ID), val); err != nil {
+				return err
+			}
+		}
+		return txn.Set(versionKey, []byte{1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir)
+	defer s.Close()
+	for i := range 3 {
+		j := testJob(i)
+		got, err := s.GetJob(j.ID)
+		if err != nil || string(got.Payload) != string(j.Payload) {
+			t.Fatalf("job %d after migration: %+v, %v", i, got, err)
+		}
+	}
+	_ = s.ScanJobs(func(sj *protocol.Job) error {
+		if sj.Payload != nil {
+			t.Errorf("record %s still holds its payload", sj.ID)
+		}
+		return nil
+	})
+	_ = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(versionKey)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 1 || v[0] != schemaVersion {
+				t.Errorf("schema version %v after migration, want %d", v, schemaVersion)
+			}
+			return nil
+		})
+	})
 }

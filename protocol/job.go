@@ -60,7 +60,7 @@ type Job struct {
 	Queue       string     `msgpack:"queue"`
 	Priority    uint16     `msgpack:"priority"`
 	Status      Status     `msgpack:"status"`
-	Payload     []byte     `msgpack:"payload"`
+	Payload     []byte     `msgpack:"payload,omitempty"` // nil when only the store holds it
 	ReadyAt     uint64     `msgpack:"ready_at"`
 	Attempts    uint32     `msgpack:"attempts"`
 	RetryLimit  *uint32    `msgpack:"retry_limit,omitempty"`

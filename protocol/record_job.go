@@ -12,7 +12,10 @@ import (
 // reflection and in one allocation at most.
 func AppendJobRecord(dst []byte, j *Job) []byte {
 	dst = append(dst, RecordVersion)
-	n := 8 // id, type, queue, priority, status, payload, ready_at, attempts
+	n := 7 // id, type, queue, priority, status, ready_at, attempts
+	if len(j.Payload) != 0 {
+		n++
+	}
 	if j.RetryLimit != nil {
 		n++
 	}
@@ -52,7 +55,9 @@ func AppendJobRecord(dst []byte, j *Job) []byte {
 	dst = mpStr(mpStr(dst, "queue"), j.Queue)
 	dst = mpUint(mpStr(dst, "priority"), uint64(j.Priority))
 	dst = mpStr(mpStr(dst, "status"), string(j.Status))
-	dst = mpBytes(mpStr(dst, "payload"), j.Payload)
+	if len(j.Payload) != 0 {
+		dst = mpBytes(mpStr(dst, "payload"), j.Payload)
+	}
 	dst = mpUint(mpStr(dst, "ready_at"), j.ReadyAt)
 	dst = mpUint(mpStr(dst, "attempts"), uint64(j.Attempts))
 	if j.RetryLimit != nil {
