@@ -221,3 +221,159 @@ func TestScenarioBindings(t *testing.T) {
 		t.Errorf("rate definition %s", got)
 	}
 }
+
+func TestParseConfigManyBudgets(t *testing.T) {
+	var out bytes.Buffer
+	c, err := parseConfig([]string{"--scenario", "many-budgets"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8192 budgets * (10 in flight + 100 parked).
+	if c.Budgets != 8192 || c.Parked != 100 || c.Jobs != 8192*110 || c.Prefetch != 0 || c.Timeout != 10*time.Minute {
+		t.Errorf("defaults: budgets=%d parked=%d jobs=%d prefetch=%d timeout=%s", c.Budgets, c.Parked, c.Jobs, c.Prefetch, c.Timeout)
+	}
+	if got := strings.Join(c.ServerFlags, " "); got != "--global-in-flight-limit=0" {
+		t.Errorf("server flags %q, want the in-flight cap lifted", got)
+	}
+	c, err = parseConfig([]string{"--scenario", "many-budgets", "--tiny"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Budgets != 256 || c.Parked != 20 || c.Jobs != 256*30 {
+		t.Errorf("tiny: budgets=%d parked=%d jobs=%d", c.Budgets, c.Parked, c.Jobs)
+	}
+	// Cost 3 of allocation 10: 3 jobs in flight per budget.
+	c, err = parseConfig([]string{"--scenario", "many-budgets", "--budgets", "4", "--parked", "5", "--cost", "3",
+		"--prefetch", "7", "--server-flag=--global-in-flight-limit=50"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.heldPerBudget() != 3 || c.Jobs != 4*(3+5) || c.Prefetch != 7 || len(c.ServerFlags) != 1 {
+		t.Errorf("held=%d jobs=%d prefetch=%d server flags %q", c.heldPerBudget(), c.Jobs, c.Prefetch, c.ServerFlags)
+	}
+	if c, err = parseConfig([]string{"--scenario", "many-budgets", "--parked", "0", "--budgets", "2"}, &out); err != nil || c.Jobs != 20 {
+		t.Errorf("--parked 0: jobs=%d err=%v", c.Jobs, err)
+	}
+	bad := [][]string{
+		{"--scenario", "many-budgets", "--jobs", "1000"},
+		{"--scenario", "many-budgets", "--duration", "10s"},
+		{"--scenario", "many-budgets", "--parked", "-1"},
+		// 4 streams * 20480 = 8192*10: no room left to try (and park) the rest.
+		{"--scenario", "many-budgets", "--workers", "4", "--prefetch", "20480"},
+	}
+	for _, args := range bad {
+		if _, err := parseConfig(args, &out); err == nil {
+			t.Errorf("parseConfig(%q) accepted", args)
+		}
+	}
+	if _, err := parseConfig([]string{"--scenario", "many-budgets", "--workers", "4", "--prefetch", "20481"}, &out); err != nil {
+		t.Errorf("a prefetch with room rejected: %v", err)
+	}
+}
+
+func TestParkedArithmetic(t *testing.T) {
+	for _, c := range []struct {
+		delta, n int64
+		want     float64
+	}{{10 << 20, 8192, 1280}, {1000, 3, 333}, {1001, 2, 501}, {-3000, 1000, -3}, {5, 0, 0}, {5, -1, 0}} {
+		if got := bytesPer(c.delta, c.n); got != c.want {
+			t.Errorf("bytesPer(%d, %d) = %g, want %g", c.delta, c.n, got, c.want)
+		}
+	}
+	if m := median([]int64{5, 1, 9, 3, 7}); m != 5 {
+		t.Errorf("median odd = %d", m)
+	}
+	if m := median([]int64{4, 1, 9, 3}); m != 3 {
+		t.Errorf("median even = %d, want the lower middle 3", m)
+	}
+	if m := median(nil); m != 0 {
+		t.Errorf("median of none = %d", m)
+	}
+	if got := mib(1536 << 10); got != 1.5 {
+		t.Errorf("mib = %g", got)
+	}
+	for body, want := range map[string]int64{`{"count":819200}`: 819200, "{\"count\": 0}\n": 0} {
+		if n, err := parseCount([]byte(body)); err != nil || n != want {
+			t.Errorf("parseCount(%q) = %d, %v", body, n, err)
+		}
+	}
+	if _, err := parseCount([]byte(`{"error":"x"}`)); err == nil {
+		t.Error("parseCount accepted an error body")
+	}
+}
+
+func TestPromValue(t *testing.T) {
+	body := []byte(`# HELP tollgate_jobs_parked Ready jobs parked on a budget, by queue.
+# TYPE tollgate_jobs_parked gauge
+tollgate_jobs_parked{queue="bench-a"} 5120
+tollgate_jobs_parked{queue="bench-ab"} 7
+tollgate_jobs_parked_other{queue="bench-x"} 1
+tollgate_jobs_parked{queue="big"} 1.2e+06
+`)
+	for labels, want := range map[string]float64{`queue="bench-a"`: 5120, `queue="bench-ab"`: 7, `queue="big"`: 1.2e6} {
+		if v, ok := promValue(body, "tollgate_jobs_parked", labels); !ok || v != want {
+			t.Errorf("promValue(%s) = %g, %t; want %g", labels, v, ok, want)
+		}
+	}
+	if _, ok := promValue(body, "tollgate_jobs_parked", `queue="bench-x"`); ok {
+		t.Error("promValue matched another metric's sample")
+	}
+}
+
+// TestHolder checks that held deliveries stay until the release and then
+// come out in order, followed by the later ones; and that a stream ending
+// before the release still hands on what was held (the acker drains it).
+func TestHolder(t *testing.T) {
+	r := &runner{hold: make(chan struct{})}
+	in, out := make(chan delivery), make(chan delivery, 10)
+	done := make(chan struct{})
+	go func() { r.holder(in, out); close(done) }()
+	for i := range 3 {
+		in <- delivery{seq: int64(i)}
+	}
+	select {
+	case d := <-out:
+		t.Fatalf("delivery %d passed before the release", d.seq)
+	case <-time.After(50 * time.Millisecond):
+	}
+	r.releaseHold()
+	r.releaseHold() // idempotent
+	in <- delivery{seq: 3}
+	close(in)
+	<-done
+	var got []int64
+	for d := range out {
+		got = append(got, d.seq)
+	}
+	if len(got) != 4 || got[0] != 0 || got[3] != 3 {
+		t.Errorf("after the release got %v, want [0 1 2 3]", got)
+	}
+
+	r = &runner{hold: make(chan struct{})}
+	in, out = make(chan delivery, 2), make(chan delivery, 2)
+	in <- delivery{seq: 7}
+	close(in)
+	r.holder(in, out)
+	if d, ok := <-out; !ok || d.seq != 7 {
+		t.Errorf("stream ended before the release: got %v %t", d, ok)
+	}
+}
+
+// TestParkedReportLines checks the text report's lines for the parked
+// section.
+func TestParkedReportLines(t *testing.T) {
+	rep := &Report{
+		Parked: &ParkedReport{Budgets: 8192, HeldPerBudget: 10, ParkedPerBudget: 100, ParkedJobs: 819200, ParkedExpected: 819200,
+			Reached: true, RSS0MiB: 20, RSS1MiB: 60, BytesPerBudget: 5120, BytesPerParkedJob: 300},
+	}
+	var b bytes.Buffer
+	rep.writeText(&b)
+	for _, want := range []string{
+		"parked                     budgets=8192 held_per_budget=10 parked_per_budget=100 held_jobs=0 parked_jobs=819200 expected=819200 reached=true",
+		"parked.bytes               per_budget=5120 per_in_flight_job=0 per_parked_job=300",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}

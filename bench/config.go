@@ -77,6 +77,9 @@ type Config struct {
 	BudgetBurst int
 	// Budgets is the number of budgets in many-budgets.
 	Budgets int
+	// Parked is how many jobs many-budgets parks on each budget beyond the
+	// ones its allocation lets into flight (see parked.go).
+	Parked int
 	// Cost is each job's cost on each of its budgets.
 	Cost int
 
@@ -124,7 +127,7 @@ var globalDefaults = defaults{
 	"jobs": "100000", "producers": "2", "workers": "4", "prefetch": "100",
 	"batch": "100", "ack-batch": "100", "ack-workers": "0", "payload-bytes": "200",
 	"sleep": "0s", "budget-alloc": "100", "budget-duration": "1s", "budget-burst": "0",
-	"budgets": "8192", "cost": "1", "kill-at": "0.5", "kills": "1",
+	"budgets": "8192", "parked": "100", "cost": "1", "kill-at": "0.5", "kills": "1",
 	"timeout": "2m", "idle-timeout": "15s", "request-timeout": "30s", "progress": "1s",
 	"enqueue-rate": "0",
 }
@@ -136,9 +139,11 @@ var scenarioDefaults = map[string]defaults{
 	// 50 slots of 10 ms each: an ideal server acks 5000 jobs/s.
 	scenarioInflight: {"jobs": "20000", "budget-alloc": "50", "sleep": "10ms"},
 	// 2000/s with the default burst of 2000: about 9 s for 20000 jobs.
-	scenarioRate:        {"jobs": "20000", "budget-alloc": "2000", "budget-duration": "1s", "prefetch": "500"},
-	scenarioMulti:       {},
-	scenarioManyBudgets: {"budget-alloc": "10"},
+	scenarioRate:  {"jobs": "20000", "budget-alloc": "2000", "budget-duration": "1s", "prefetch": "500"},
+	scenarioMulti: {},
+	// --jobs and --prefetch are derived (deriveManyBudgets): 8192 budgets
+	// * (10 held + 100 parked) = 901,120 jobs.
+	scenarioManyBudgets: {"budget-alloc": "10", "batch": "1000", "idle-timeout": "30s", "timeout": "10m"},
 	scenarioBacklog:     {"jobs": "1000000", "batch": "1000", "idle-timeout": "30s", "timeout": "10m"},
 	// Paced faster than the workers drain (4*100 slots / 40 ms = 10000/s),
 	// so that the kill finds both a backlog and jobs in flight.
@@ -151,7 +156,7 @@ var tinyDefaults = map[string]defaults{
 		"batch": "50", "ack-batch": "50", "timeout": "60s", "idle-timeout": "5s"},
 	scenarioInflight:    {"jobs": "200", "budget-alloc": "4", "sleep": "20ms"},
 	scenarioRate:        {"jobs": "300", "budget-alloc": "100", "budget-duration": "1s", "prefetch": "100"},
-	scenarioManyBudgets: {"budgets": "256"},
+	scenarioManyBudgets: {"budgets": "256", "parked": "20"},
 	scenarioBacklog:     {"jobs": "5000", "batch": "500"},
 	scenarioRestart:     {"jobs": "4000", "enqueue-rate": "2000", "sleep": "100ms", "idle-timeout": "10s"},
 }
@@ -182,6 +187,7 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 	fs.DurationVar(&c.BudgetDuration, "budget-duration", 0, "time_based budget duration (rate)")
 	fs.IntVar(&c.BudgetBurst, "budget-burst", 0, "time_based budget burst (rate; 0 = unset)")
 	fs.IntVar(&c.Budgets, "budgets", 0, "number of budgets (many-budgets)")
+	fs.IntVar(&c.Parked, "parked", 0, "many-budgets: jobs parked on each budget beyond its allocation (default 100)")
 	fs.IntVar(&c.Cost, "cost", 0, "cost of each job on each of its budgets")
 	fs.Float64Var(&c.KillAt, "kill-at", 0, "restart: kill after this fraction of the jobs (or of --duration)")
 	fs.IntVar(&c.Kills, "kills", 0, "restart: number of kill -9 / restart cycles")
@@ -224,7 +230,61 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 			return c, fmt.Errorf("default for --%s: %w", name, err)
 		}
 	}
+	if err := c.deriveManyBudgets(set); err != nil {
+		return c, err
+	}
 	return c, c.validate()
+}
+
+// heldPerBudget is how many jobs of cost --cost fit in flight on one
+// while_in_flight budget of --budget-alloc.
+func (c *Config) heldPerBudget() int {
+	if c.Cost < 1 {
+		return 0
+	}
+	return c.BudgetAlloc / c.Cost
+}
+
+// deriveManyBudgets sets what many-budgets computes rather than takes:
+//   - --jobs = budgets * (held + parked), held = allocation/cost jobs in
+//     flight per budget, so that every budget ends with held jobs in
+//     flight and --parked parked;
+//   - --prefetch, unless given, = 0 (unlimited): the streams must hold
+//     every budget's allocation while the workers keep their jobs unacked,
+//     and still have room, or the server never tries the jobs beyond the
+//     allocations (it only does when a stream can take one) and they stay
+//     ready instead of parking. A given --prefetch must be 0 or more than
+//     budgets*held / workers;
+//   - --server-flag=--global-in-flight-limit=0 unless a server flag sets
+//     the cap: the default cap of 1024 would stop dispatch long before
+//     budgets*held jobs are in flight, and the jobs behind it would wait
+//     for the cap, not park on their budgets.
+func (c *Config) deriveManyBudgets(set map[string]bool) error {
+	if c.Scenario != scenarioManyBudgets {
+		return nil
+	}
+	if set["jobs"] || set["duration"] {
+		return errors.New("many-budgets derives the number of jobs from --budgets, --budget-alloc/--cost and --parked: drop --jobs and --duration")
+	}
+	held := c.heldPerBudget()
+	if c.Budgets < 1 || held < 1 || c.Parked < 0 || c.Workers < 1 {
+		return nil // validate reports it
+	}
+	c.Jobs = c.Budgets * (held + c.Parked)
+	need := c.Budgets * held
+	if !set["prefetch"] {
+		c.Prefetch = 0
+	} else if c.Prefetch > 0 && c.Prefetch*c.Workers <= need {
+		return fmt.Errorf("many-budgets holds %d jobs in flight (budgets*allocation/cost) and needs room for more: --prefetch %d * --workers %d is too small (use 0 or leave it unset)",
+			need, c.Prefetch, c.Workers)
+	}
+	for _, f := range c.ServerFlags {
+		if strings.Contains(f, "global-in-flight-limit") || f == "-l" || strings.HasPrefix(f, "-l=") {
+			return nil
+		}
+	}
+	c.ServerFlags = append(c.ServerFlags, "--global-in-flight-limit=0")
+	return nil
 }
 
 // validate rejects impossible combinations.
@@ -245,8 +305,8 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be at least 1", name))
 		}
 	}
-	if c.Prefetch < 0 || c.PayloadBytes < 0 || c.AckWorkers < 0 || c.BudgetBurst < 0 || c.EnqueueRate < 0 {
-		errs = append(errs, errors.New("--prefetch, --payload-bytes, --ack-workers, --budget-burst and --enqueue-rate must not be negative"))
+	if c.Prefetch < 0 || c.PayloadBytes < 0 || c.AckWorkers < 0 || c.BudgetBurst < 0 || c.EnqueueRate < 0 || c.Parked < 0 {
+		errs = append(errs, errors.New("--prefetch, --payload-bytes, --ack-workers, --budget-burst, --enqueue-rate and --parked must not be negative"))
 	}
 	if c.Cost > c.BudgetAlloc && c.Scenario != scenarioLifecycle && c.Scenario != scenarioCeiling {
 		errs = append(errs, fmt.Errorf("--cost %d exceeds --budget-alloc %d", c.Cost, c.BudgetAlloc))

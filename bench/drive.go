@@ -18,6 +18,7 @@ type driveResult struct {
 	end       time.Duration // the run was judged over
 	backlog   *BacklogReport
 	restart   *RestartReport
+	parked    *ParkedReport
 }
 
 // drive runs the producers and workers the scenario calls for until every
@@ -44,6 +45,7 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 
 	var res driveResult
 	var workers, producers sync.WaitGroup
+	var drainStart time.Duration // many-budgets: the workers' release
 	startWorkers := func() {
 		res.workStart = r.now()
 		for i := range cfg.Workers {
@@ -57,7 +59,9 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 		if cfg.Duration > 0 {
 			deadline = time.Now().Add(cfg.Duration)
 		}
-		res.prodStart = r.now()
+		if res.prodStart == 0 { // many-budgets' phases started enqueueing earlier
+			res.prodStart = r.now()
+		}
 		for range cfg.Producers {
 			producers.Go(func() { r.producer(loadCtx, deadline) })
 		}
@@ -77,6 +81,16 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 		}
 		r.log.Info("backlog loaded", "jobs", r.c.enqueued.Load(), "seconds", res.backlog.PreloadS)
 		startWorkers()
+	} else if r.sc.park {
+		// Workers first, holding what they take; the phases enqueue.
+		startWorkers()
+		res.prodStart = r.now()
+		res.parked = r.buildParked(loadCtx, proc)
+		r.log.Info("releasing the workers: drain")
+		r.releaseHold()
+		drainStart = r.now()
+		r.limit.Store(int64(cfg.Jobs))
+		startProducers() // whatever a failed phase left unenqueued
 	} else {
 		startWorkers()
 		startProducers()
@@ -102,6 +116,7 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 	// The load phase is over: stop everything and wait for it.
 	r.stopProducing()
 	cancelLoad()
+	r.releaseHold() // a run cut short in the phases
 	workers.Wait()
 	producers.Wait()
 	<-restartDone
@@ -113,6 +128,10 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 		b.Drained = out == 0 && res.outcome == outcomeCompleted
 		b.DrainS = round3((res.end - res.workStart).Seconds())
 		b.DrainJobsS = perSecond(r.c.acked.Load(), res.end-res.workStart)
+	}
+	if p := res.parked; p != nil && drainStart > 0 {
+		p.DrainS = round3((res.end - drainStart).Seconds())
+		p.DrainJobsS = perSecond(r.c.acked.Load(), res.end-drainStart)
 	}
 	return res
 }

@@ -35,6 +35,15 @@ type runner struct {
 	seqs   seqTable
 	c      counters
 	issued atomic.Int64 // sequence numbers handed out
+	// limit caps the sequence numbers handed out below --jobs while
+	// many-budgets enqueues phase by phase (parked.go).
+	limit atomic.Int64
+	// hold, when not nil, makes workers keep every delivery unacked until
+	// it is closed (many-budgets' parked phases).
+	hold     chan struct{}
+	holdOnce sync.Once
+	// streamsOpen counts take streams that answered 200 and are being read.
+	streamsOpen atomic.Int64
 
 	enqHist, ackHist, reqHist lockedHist
 
@@ -58,7 +67,18 @@ func newRunner(cfg Config, log *slog.Logger, sc *scenario, errs *errorLog, runID
 	for _, h := range []*lockedHist{&r.enqHist, &r.ackHist, &r.reqHist} {
 		h.h = newHist()
 	}
+	r.limit.Store(int64(cfg.Jobs))
+	if sc.park {
+		r.hold = make(chan struct{})
+	}
 	return r
+}
+
+// releaseHold lets the workers ack what they hold and whatever comes next.
+func (r *runner) releaseHold() {
+	if r.hold != nil {
+		r.holdOnce.Do(func() { close(r.hold) })
+	}
 }
 
 // now is the harness clock: monotonic time since the run began. Payloads
@@ -76,11 +96,12 @@ func (r *runner) producersStopped() bool {
 	}
 }
 
-// claim hands out up to want sequence numbers, bounded by --jobs.
+// claim hands out up to want sequence numbers, bounded by --jobs and the
+// current limit.
 func (r *runner) claim(want int) (lo int64, n int) {
 	for {
 		cur := r.issued.Load()
-		k := min(int64(want), int64(r.cfg.Jobs)-cur)
+		k := min(int64(want), min(int64(r.cfg.Jobs), r.limit.Load())-cur)
 		if k <= 0 {
 			return 0, 0
 		}
@@ -215,9 +236,17 @@ func (r *runner) worker(ctx context.Context, n int) {
 	var wg sync.WaitGroup
 	jobs := make(chan delivery, 4096)
 	acks := jobs
+	if r.hold != nil {
+		held := make(chan delivery, 4096)
+		in := acks
+		wg.Go(func() { r.holder(in, held) })
+		acks = held
+	}
 	if r.cfg.Sleep > 0 {
-		acks = make(chan delivery, 4096)
-		wg.Go(func() { r.delayer(ctx, jobs, acks) })
+		slept := make(chan delivery, 4096)
+		in := acks
+		wg.Go(func() { r.delayer(ctx, in, slept) })
+		acks = slept
 	}
 	for range r.ackWorkers() {
 		wg.Go(func() { r.acker(ctx, acks) })
@@ -263,6 +292,8 @@ func (r *runner) stream(ctx context.Context, workerID string, out chan<- deliver
 		return 0, err
 	}
 	defer resp.Body.Close()
+	r.streamsOpen.Add(1)
+	defer r.streamsOpen.Add(-1)
 	h := newHist()
 	defer r.enqHist.merge(h)
 	br := bufio.NewReaderSize(resp.Body, 256<<10)
@@ -335,6 +366,33 @@ func (r *runner) stream(ctx context.Context, workerID string, out chan<- deliver
 		case <-ctx.Done():
 			return got, ctx.Err()
 		}
+	}
+}
+
+// holder keeps every delivery until r.hold is closed (or in ends), then
+// passes on what it kept and everything after. It keeps reading while it
+// holds, into memory, so that the take stream is always read and the
+// server can go on dispatching to it.
+func (r *runner) holder(in <-chan delivery, out chan<- delivery) {
+	defer close(out)
+	var held []delivery
+	for holding := true; holding; {
+		select {
+		case d, ok := <-in:
+			if !ok {
+				holding = false
+				continue
+			}
+			held = append(held, d)
+		case <-r.hold:
+			holding = false
+		}
+	}
+	for _, d := range held {
+		out <- d
+	}
+	for d := range in {
+		out <- d
 	}
 }
 

@@ -20,7 +20,8 @@
 //	inflight      one while_in_flight budget; each job "works" for --sleep
 //	rate          one time_based budget (--budget-alloc per --budget-duration)
 //	multi         every job on two budgets loose enough never to bind
-//	many-budgets  jobs spread over --budgets budgets made by create_with
+//	many-budgets  --parked jobs parked on each of --budgets budgets made by
+//	              create_with: RSS per budget and per parked job, then the drain
 //	backlog       enqueue everything first, then time the drain
 //	restart       kill -9 the server under load, restart it, count losses
 //	ceiling       the same HTTP shapes against a trivial in-process handler

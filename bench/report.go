@@ -35,6 +35,7 @@ type Report struct {
 
 	Budgets []BudgetReport `json:"budgets,omitempty"`
 	Backlog *BacklogReport `json:"backlog,omitempty"`
+	Parked  *ParkedReport  `json:"parked,omitempty"`
 	Restart *RestartReport `json:"restart,omitempty"`
 	Server  *ServerReport  `json:"server,omitempty"`
 
@@ -237,6 +238,22 @@ func (r *Report) writeText(w io.Writer) {
 	if b := r.Backlog; b != nil {
 		line("backlog", "preload_s=%.3f preload_jobs_s=%.1f drain_s=%.3f drain_jobs_s=%.1f drained=%t",
 			b.PreloadS, b.PreloadJobsS, b.DrainS, b.DrainJobsS, b.Drained)
+	}
+	if p := r.Parked; p != nil {
+		line("parked", "budgets=%d held_per_budget=%d parked_per_budget=%d held_jobs=%d parked_jobs=%d expected=%d reached=%t",
+			p.Budgets, p.HeldPerBudget, p.ParkedPerBudget, p.HeldJobs, p.ParkedJobs, p.ParkedExpected, p.Reached)
+		line("parked.rss_mib", "rss0=%.1f rss1=%.1f rss_held=%.1f rss2=%.1f peak=%.1f",
+			p.RSS0MiB, p.RSS1MiB, p.RSSHeldMiB, p.RSS2MiB, p.PeakMiB)
+		line("parked.bytes", "per_budget=%.0f per_in_flight_job=%.0f per_parked_job=%.0f",
+			p.BytesPerBudget, p.BytesPerInFlightJob, p.BytesPerParkedJob)
+		line("parked.time_s", "budgets=%.3f fill=%.3f park=%.3f drain=%.3f drain_jobs_s=%.1f",
+			p.BudgetsS, p.FillS, p.ParkS, p.DrainS, p.DrainJobsS)
+		if p.Failed != "" {
+			line("parked.failed", "%s", p.Failed)
+		}
+		if p.Note != "" {
+			line("parked.note", "%s", p.Note)
+		}
 	}
 	if x := r.Restart; x != nil {
 		rec := make([]string, len(x.RecoveryS))

@@ -69,6 +69,7 @@ type scenario struct {
 	// bindingJSON[i] is the "budgets" array for bindings[i].
 	bindingJSON []string
 	preload     bool // backlog: enqueue everything before any worker starts
+	park        bool // many-budgets: build and measure the parked state first (parked.go)
 	restart     bool // kill -9 and restart the server under load
 	ceiling     bool // in-process trivial handler instead of tollgate
 	// notes are deviations from the SPEC seen during setup.
@@ -111,6 +112,7 @@ func newScenario(cfg Config, prefix string) *scenario {
 				Allocation: cfg.BudgetAlloc, CreateWith: true})
 			s.bindings = append(s.bindings, []int{j})
 		}
+		s.park = true
 	case scenarioBacklog:
 		s.preload = true
 	case scenarioRestart:

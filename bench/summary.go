@@ -58,6 +58,7 @@ func (r *runner) report(tgt *target, res driveResult) *Report {
 	rep.Throughput.Dispatch = perSecond(r.c.dispatched.Load(), phase(r.c.dispWin.last.Load(), takeStart))
 	rep.Throughput.Ack = perSecond(r.c.acked.Load(), phase(r.c.ackWin.last.Load(), takeStart))
 	rep.Backlog = res.backlog
+	rep.Parked = res.parked
 	if x := res.restart; x != nil {
 		x.Duplicates = rep.Jobs.Duplicates
 		x.AckedThenRedelivered = rep.Jobs.AckedThenSeen
@@ -136,6 +137,14 @@ func (r *runner) anomalies(rep *Report) []string {
 	}
 	if j.Unknown > 0 {
 		add("%d frames that are not jobs of this run", j.Unknown)
+	}
+	if p := rep.Parked; p != nil {
+		if p.Failed != "" {
+			add("many-budgets: the parked state was not reached: %s", p.Failed)
+		} else if p.ParkedJobs >= 0 && p.ParkedJobs != p.ParkedExpected {
+			add("many-budgets: the server reports %d jobs of the queue parked (tollgate_jobs_parked), want %d",
+				p.ParkedJobs, p.ParkedExpected)
+		}
 	}
 	for _, b := range rep.Budgets {
 		if b.OverAllocation > 0 {
