@@ -359,21 +359,30 @@ func TestHolder(t *testing.T) {
 	}
 }
 
-// TestParkedReportLines checks the text report's lines for the parked
-// section.
-func TestParkedReportLines(t *testing.T) {
+// TestPhaseReportLines checks the text report's lines for the parked and
+// the backlog sections.
+func TestPhaseReportLines(t *testing.T) {
 	rep := &Report{
 		Parked: &ParkedReport{Budgets: 8192, HeldPerBudget: 10, ParkedPerBudget: 100, ParkedJobs: 819200, ParkedExpected: 819200,
 			Reached: true, RSS0MiB: 20, RSS1MiB: 60, BytesPerBudget: 5120, BytesPerParkedJob: 300},
+		Backlog: &BacklogReport{Restarted: true, StartupS: 1.25, RSSServingMiB: 512.5},
 	}
 	var b bytes.Buffer
 	rep.writeText(&b)
 	for _, want := range []string{
 		"parked                     budgets=8192 held_per_budget=10 parked_per_budget=100 held_jobs=0 parked_jobs=819200 expected=819200 reached=true",
 		"parked.bytes               per_budget=5120 per_in_flight_job=0 per_parked_job=300",
+		"backlog.restart            startup_s=1.250 ",
+		"backlog.rss_mib            loaded=0.0 serving=512.5 ",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
+	}
+	rep.Backlog = &BacklogReport{RestartNote: "skipped: external server (--url); start-up time and RSS not measured"}
+	b.Reset()
+	rep.writeText(&b)
+	if !strings.Contains(b.String(), "backlog.restart            skipped: external server") {
+		t.Errorf("report lacks the skipped restart:\n%s", b.String())
 	}
 }

@@ -46,6 +46,8 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 	var res driveResult
 	var workers, producers sync.WaitGroup
 	var drainStart time.Duration // many-budgets: the workers' release
+	var drainPeak sync.WaitGroup // backlog: samplePeak
+	var peakRSS atomic.Int64
 	startWorkers := func() {
 		res.workStart = r.now()
 		for i := range cfg.Workers {
@@ -80,7 +82,12 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 			PreloadJobsS: perSecond(r.c.enqueued.Load(), prodEnd-res.prodStart),
 		}
 		r.log.Info("backlog loaded", "jobs", r.c.enqueued.Load(), "seconds", res.backlog.PreloadS)
+		r.restartLoaded(loadCtx, proc, res.backlog)
 		startWorkers()
+		if proc != nil {
+			drainPeak.Add(1)
+			go func() { defer drainPeak.Done(); r.samplePeak(workCtx, proc, &peakRSS) }()
+		}
 	} else if r.sc.park {
 		// Workers first, holding what they take; the phases enqueue.
 		startWorkers()
@@ -118,6 +125,7 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 	cancelLoad()
 	r.releaseHold() // a run cut short in the phases
 	workers.Wait()
+	drainPeak.Wait()
 	producers.Wait()
 	<-restartDone
 	stopProgress()
@@ -128,12 +136,83 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 		b.Drained = out == 0 && res.outcome == outcomeCompleted
 		b.DrainS = round3((res.end - res.workStart).Seconds())
 		b.DrainJobsS = perSecond(r.c.acked.Load(), res.end-res.workStart)
+		if f := r.c.dispWin.first.Load(); f > 0 {
+			b.FirstDispatchS = round3((time.Duration(f) - res.workStart).Seconds())
+		}
+		if b.Restarted {
+			b.PeakRSSDrainMiB = mib(peakRSS.Load())
+			if s, ok := proc.sample(); ok {
+				b.PeakRSSRestartedMiB = mib(s.peakRSS)
+			}
+		}
 	}
 	if p := res.parked; p != nil && drainStart > 0 {
 		p.DrainS = round3((res.end - drainStart).Seconds())
 		p.DrainJobsS = perSecond(r.c.acked.Load(), res.end-drainStart)
 	}
 	return res
+}
+
+// backlogListenTimeout bounds the restarted server's start-up to its
+// "listening" line (the run's --timeout bounds it too): it loads its store,
+// a million jobs by default, before it listens.
+const backlogListenTimeout = 5 * time.Minute
+
+// restartLoaded stops the server that holds the preloaded backlog with
+// SIGTERM and starts it again on the same root directory, timing the
+// start-up and reading its RSS as soon as it serves. Against an external
+// server it only says so.
+func (r *runner) restartLoaded(ctx context.Context, proc *serverProc, b *BacklogReport) {
+	if proc == nil {
+		b.RestartNote = "skipped: external server (--url); start-up time and RSS not measured"
+		return
+	}
+	if s, ok := proc.sample(); ok {
+		b.RSSLoadedMiB = mib(s.rss)
+	}
+	r.log.Info("backlog: stopping the server (SIGTERM) to time its start-up", "pid", proc.currentPID())
+	t0 := time.Now()
+	if err := proc.stop(); err != nil {
+		b.StopError = err.Error()
+	}
+	b.StopS = round3(time.Since(t0).Seconds())
+	proc.listenTimeout = backlogListenTimeout
+	err := proc.start(ctx)
+	proc.listenTimeout = 0
+	if err != nil {
+		b.RestartNote = "restart failed: " + err.Error()
+		r.log.Error("backlog: restart failed", "err", err)
+		return
+	}
+	r.cl.setBase("http://" + proc.address())
+	// Read before anything else touches the server.
+	if s, ok := proc.sample(); ok {
+		b.RSSServingMiB = mib(s.rss)
+		b.PeakRSSStartupMiB = mib(s.peakRSS)
+	}
+	listening, healthy := proc.startupTimes()
+	b.Restarted = true
+	b.ListeningS = round3(listening.Seconds())
+	b.StartupS = round3(healthy.Seconds())
+	r.log.Info("backlog: server serving again", "startup_s", b.StartupS, "rss_serving_mib", b.RSSServingMiB, "addr", proc.address())
+}
+
+// samplePeak keeps in peak the largest VmRSS of the server, read every
+// 100 ms until ctx ends: the peak of one phase, which VmHWM (the peak since
+// the process started) cannot give.
+func (r *runner) samplePeak(ctx context.Context, proc *serverProc, peak *atomic.Int64) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if s, ok := proc.sample(); ok && s.rss > peak.Load() {
+			peak.Store(s.rss)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // watchSignals makes the first interrupt stop the producers (the run then

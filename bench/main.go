@@ -22,7 +22,8 @@
 //	multi         every job on two budgets loose enough never to bind
 //	many-budgets  --parked jobs parked on each of --budgets budgets made by
 //	              create_with: RSS per budget and per parked job, then the drain
-//	backlog       enqueue everything first, then time the drain
+//	backlog       enqueue everything first, restart the server on it (start-up
+//	              time, RSS while serving), then time the drain
 //	restart       kill -9 the server under load, restart it, count losses
 //	ceiling       the same HTTP shapes against a trivial in-process handler
 //

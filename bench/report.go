@@ -113,13 +113,42 @@ type Latencies struct {
 	EnqueueRequest Latency `json:"enqueue_request"`
 }
 
-// BacklogReport times the two phases of the backlog scenario.
+// BacklogReport times the phases of the backlog scenario: preload, a
+// restart of the loaded server (when bench started it), drain.
 type BacklogReport struct {
 	PreloadS     float64 `json:"preload_s"`
 	PreloadJobsS float64 `json:"preload_jobs_s"`
 	DrainS       float64 `json:"drain_s"`
 	DrainJobsS   float64 `json:"drain_jobs_s"`
 	Drained      bool    `json:"drained"`
+	// FirstDispatchS: workers started -> first job delivered.
+	FirstDispatchS float64 `json:"first_dispatch_s"`
+
+	// Restarted says the loaded server was stopped (SIGTERM) and started
+	// again on the same root directory before the drain; RestartNote says
+	// why not (external server, failure).
+	Restarted   bool   `json:"restarted"`
+	RestartNote string `json:"restart_note,omitempty"`
+	// StopS: SIGTERM -> the old process exited; StopError: its exit was
+	// not 0 (or it had to be killed).
+	StopS     float64 `json:"stop_s,omitempty"`
+	StopError string  `json:"stop_error,omitempty"`
+	// StartupS: exec of the new process -> first 200 from GET /health,
+	// polled every 10 ms once its "listening" line gave the port;
+	// ListeningS: exec -> that line.
+	StartupS   float64 `json:"startup_s,omitempty"`
+	ListeningS float64 `json:"listening_s,omitempty"`
+	// Server RSS in MiB: before the stop, holding the backlog
+	// (RSSLoadedMiB); right after the restarted server first answered
+	// /health, before any worker (RSSServingMiB), with its VmHWM then
+	// (PeakRSSStartupMiB); the largest VmRSS read every 100 ms while
+	// draining (PeakRSSDrainMiB); the restarted process's VmHWM at the
+	// end (PeakRSSRestartedMiB).
+	RSSLoadedMiB        float64 `json:"rss_loaded_mib,omitempty"`
+	RSSServingMiB       float64 `json:"rss_serving_mib,omitempty"`
+	PeakRSSStartupMiB   float64 `json:"peak_rss_startup_mib,omitempty"`
+	PeakRSSDrainMiB     float64 `json:"peak_rss_drain_mib,omitempty"`
+	PeakRSSRestartedMiB float64 `json:"peak_rss_restarted_mib,omitempty"`
 }
 
 // RestartReport is what the restart scenario found.
@@ -236,8 +265,19 @@ func (r *Report) writeText(w io.Writer) {
 		}
 	}
 	if b := r.Backlog; b != nil {
-		line("backlog", "preload_s=%.3f preload_jobs_s=%.1f drain_s=%.3f drain_jobs_s=%.1f drained=%t",
-			b.PreloadS, b.PreloadJobsS, b.DrainS, b.DrainJobsS, b.Drained)
+		line("backlog", "preload_s=%.3f preload_jobs_s=%.1f drain_s=%.3f drain_jobs_s=%.1f drained=%t first_dispatch_s=%.3f",
+			b.PreloadS, b.PreloadJobsS, b.DrainS, b.DrainJobsS, b.Drained, b.FirstDispatchS)
+		if b.Restarted {
+			line("backlog.restart", "startup_s=%.3f listening_s=%.3f stop_s=%.3f", b.StartupS, b.ListeningS, b.StopS)
+			line("backlog.rss_mib", "loaded=%.1f serving=%.1f peak_startup=%.1f peak_drain=%.1f peak_restarted=%.1f",
+				b.RSSLoadedMiB, b.RSSServingMiB, b.PeakRSSStartupMiB, b.PeakRSSDrainMiB, b.PeakRSSRestartedMiB)
+		}
+		if b.RestartNote != "" {
+			line("backlog.restart", "%s", b.RestartNote)
+		}
+		if b.StopError != "" {
+			line("backlog.stop_error", "%s", b.StopError)
+		}
 	}
 	if p := r.Parked; p != nil {
 		line("parked", "budgets=%d held_per_budget=%d parked_per_budget=%d held_jobs=%d parked_jobs=%d expected=%d reached=%t",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,12 @@ type serverProc struct {
 	tail     []string // last lines of output, for error reports
 	logLines int64    // lines of output seen over all incarnations
 	starts   int
+	// Of the latest incarnation: just before exec, when its "listening"
+	// line was read, and when GET /health first answered 200.
+	startedAt, listeningAt, healthyAt time.Time
+	// listenTimeout bounds the wait for the "listening" line; 0 = 60 s.
+	// The backlog restart allows more: the server loads its store first.
+	listenTimeout time.Duration
 
 	// Totals of earlier incarnations (sampled just before they ended).
 	pastCPU  float64
@@ -75,6 +82,7 @@ func (p *serverProc) start(ctx context.Context) error {
 	pr, pw := io.Pipe()
 	cmd.Stdout = pw
 	cmd.Stderr = pw
+	startedAt := time.Now()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.bin, err)
 	}
@@ -82,6 +90,7 @@ func (p *serverProc) start(ctx context.Context) error {
 	addrCh := make(chan string, 1)
 	p.mu.Lock()
 	p.cmd, p.pid, p.done, p.exitErr, p.addr = cmd, cmd.Process.Pid, done, nil, ""
+	p.startedAt, p.listeningAt, p.healthyAt = startedAt, time.Time{}, time.Time{}
 	p.starts++
 	p.mu.Unlock()
 	p.log.Info("server starting", "pid", cmd.Process.Pid, "root_dir", p.root, "args", strings.Join(args, " "))
@@ -96,7 +105,8 @@ func (p *serverProc) start(ctx context.Context) error {
 	}()
 	go p.readOutput(pr, addrCh)
 
-	wait := time.NewTimer(60 * time.Second)
+	listenTimeout := cmp.Or(p.listenTimeout, 60*time.Second)
+	wait := time.NewTimer(listenTimeout)
 	defer wait.Stop()
 	select {
 	case a := <-addrCh:
@@ -106,13 +116,14 @@ func (p *serverProc) start(ctx context.Context) error {
 		}
 		// Whatever the server reports, bench only ever talks to loopback.
 		p.mu.Lock()
+		p.listeningAt = time.Now()
 		p.addr = net.JoinHostPort("127.0.0.1", port)
 		p.mu.Unlock()
 	case <-done:
 		return fmt.Errorf("server exited before listening: %v\n%s", p.exit(), p.tailText())
 	case <-wait.C:
 		p.kill()
-		return fmt.Errorf("server did not log \"listening\" within 60s\n%s", p.tailText())
+		return fmt.Errorf("server did not log \"listening\" within %s\n%s", listenTimeout, p.tailText())
 	case <-ctx.Done():
 		p.kill()
 		return ctx.Err()
@@ -151,6 +162,10 @@ func (p *serverProc) readOutput(r io.Reader, addrCh chan<- string) {
 	_, _ = io.Copy(io.Discard, r)
 }
 
+// healthPoll is the interval of waitHealthy's GET /health: fine enough to
+// time a start-up to about 10 ms.
+const healthPoll = 10 * time.Millisecond
+
 // waitHealthy polls GET /health until it answers 200, for at most 30 s.
 func (p *serverProc) waitHealthy(ctx context.Context) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
@@ -162,6 +177,9 @@ func (p *serverProc) waitHealthy(ctx context.Context) error {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				p.mu.Lock()
+				p.healthyAt = time.Now()
+				p.mu.Unlock()
 				return nil
 			}
 		}
@@ -170,10 +188,24 @@ func (p *serverProc) waitHealthy(ctx context.Context) error {
 			return fmt.Errorf("server exited: %v\n%s", p.exit(), p.tailText())
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(healthPoll):
 		}
 	}
 	return fmt.Errorf("server not healthy within 30s\n%s", p.tailText())
+}
+
+// startupTimes returns, for the latest start, the time from exec to its
+// "listening" line and to its first 200 from GET /health (0 if not seen).
+func (p *serverProc) startupTimes() (listening, healthy time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.listeningAt.IsZero() {
+		listening = p.listeningAt.Sub(p.startedAt)
+	}
+	if !p.healthyAt.IsZero() {
+		healthy = p.healthyAt.Sub(p.startedAt)
+	}
+	return listening, healthy
 }
 
 // stop sends SIGTERM and waits up to 30 s (then SIGKILL). It returns the

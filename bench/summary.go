@@ -146,6 +146,14 @@ func (r *runner) anomalies(rep *Report) []string {
 				p.ParkedJobs, p.ParkedExpected)
 		}
 	}
+	if b := rep.Backlog; b != nil {
+		if b.StopError != "" {
+			add("backlog: the loaded server did not exit 0 after SIGTERM before the restart: %s", b.StopError)
+		}
+		if !b.Restarted && rep.Server != nil {
+			add("backlog: the loaded server was not restarted: %s", b.RestartNote)
+		}
+	}
 	for _, b := range rep.Budgets {
 		if b.OverAllocation > 0 {
 			add("budget %s: %d budget(s) had more cost in flight than allocated (max %d > %d)",
