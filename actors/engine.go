@@ -34,10 +34,11 @@ type EngineConfig struct {
 	ReaperInterval time.Duration
 	// Random returns a uniform float in [0, 1) for backoff jitter.
 	Random func() float64
-	// PayloadCacheBytes bounds the payload bytes memory keeps of waiting
-	// jobs (default 64 MiB). Beyond it, and after a restart, a job's
-	// payload stays only in the store and is read when the job is written
-	// to its stream (Engine.LoadPayloads).
+	// PayloadCacheBytes bounds the payload bytes memory keeps of unfinished
+	// jobs (default 64 MiB). A job enqueued while there is room keeps its
+	// payload in memory and inside its record until it finishes; beyond
+	// it, the payload is stored apart and read when the job is written to
+	// its stream (Engine.LoadPayloads).
 	PayloadCacheBytes int
 }
 
@@ -87,6 +88,7 @@ type terminalJob struct {
 	queue    string
 	purgeAt  uint64
 	attempts uint32
+	apart    bool          // its payload is stored apart from its record
 	job      *protocol.Job // without payload; kept only for unique-key holders
 	meta     *protocol.Job // without payload, for the query filters
 	dead     bool
@@ -236,7 +238,7 @@ func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) 
 	e.noteLoadedKey(j)
 	if j.Status.Terminal() {
 		if j.Purged(now) {
-			batch.DeleteJob(j.ID, j.Attempts)
+			batch.DeleteJob(j.ID, j.Attempts, j.Payload == nil)
 			return false
 		}
 		e.addStored(j)
@@ -247,6 +249,7 @@ func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) 
 		return false
 	}
 	e.addStored(j)
+	e.loadPayload(j, batch)
 	en := &entry{job: j}
 	e.jobs[j.ID] = en
 	e.bind(j)
@@ -363,8 +366,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		e.bind(&job)
 		e.claimUnique(&job)
 		ids[i] = job.ID
-		batch.PutNewJob(&job)
-		e.cachePayload(&job)
+		e.storeNewJob(&job, batch)
 		views[i] = job.EnqueueView(now, false, false)
 		if job.Status == protocol.StatusScheduled {
 			en.state = stScheduled
@@ -529,21 +531,39 @@ func (e *engine) dispatch(now uint64, en *entry, s *stream) {
 		}
 	}
 	s.outbox = append(s.outbox, *en.job)
-	e.dropPayload(en.job) // the outbox copy delivers it; a retry reads the store
 	e.observeDispatched(en, s)
 }
 
-// cachePayload keeps a new job's payload in memory while the cache has
-// room; otherwise only the store holds it.
-func (e *engine) cachePayload(j *protocol.Job) {
-	if e.payloadBytes+len(j.Payload) > e.cfg.PayloadCacheBytes {
-		j.Payload = nil
+// storeNewJob writes a new job into batch. While the payload cache has room
+// the job keeps its payload in memory and inside its record until it
+// finishes (one key per job, written whole); otherwise the payload is
+// stored apart and memory keeps none of it.
+func (e *engine) storeNewJob(j *protocol.Job, batch *persistence.Batch) {
+	if e.payloadBytes+len(j.Payload) <= e.cfg.PayloadCacheBytes {
+		e.payloadBytes += len(j.Payload)
+		batch.PutJob(j)
 		return
 	}
-	e.payloadBytes += len(j.Payload)
+	batch.PutJobPayloadApart(j)
+	j.Payload = nil
 }
 
-// dropPayload forgets the payload memory holds of j, if any.
+// loadPayload applies storeNewJob's rule to a job loaded at startup whose
+// record holds its payload: beyond the cache, the payload moves apart.
+func (e *engine) loadPayload(j *protocol.Job, batch *persistence.Batch) {
+	if j.Payload == nil {
+		return
+	}
+	if e.payloadBytes+len(j.Payload) <= e.cfg.PayloadCacheBytes {
+		e.payloadBytes += len(j.Payload)
+		return
+	}
+	batch.PutJobPayloadApart(j)
+	j.Payload = nil
+}
+
+// dropPayload forgets the payload memory holds of a job that finished or
+// was deleted, once its last record write was added to a batch.
 func (e *engine) dropPayload(j *protocol.Job) {
 	e.payloadBytes -= len(j.Payload)
 	j.Payload = nil
@@ -864,14 +884,14 @@ func (e *engine) ack(now uint64, ids []string, reply func(any)) {
 func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persistence.Batch, completed bool) {
 	j := en.job
 	delete(e.jobs, j.ID)
-	e.dropPayload(j)
+	defer e.dropPayload(j)
 	e.unsched(en)
 	e.unbind(j)
 	e.releaseUniqueOnFinish(j)
 	if retention == 0 {
 		e.releaseUnique(j)
 		e.decStored(j)
-		batch.DeleteJob(j.ID, j.Attempts)
+		batch.DeleteJob(j.ID, j.Attempts, j.Payload == nil)
 		return
 	}
 	if completed {
@@ -883,7 +903,7 @@ func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persiste
 }
 
 func (e *engine) addTerminal(j *protocol.Job) {
-	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts, dead: j.Status == protocol.StatusDead}
+	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts, apart: j.Payload == nil, dead: j.Status == protocol.StatusDead}
 	c := *j
 	c.Payload = nil
 	t.meta = &c
@@ -991,17 +1011,17 @@ func (e *engine) removeJob(now uint64, id string, batch *persistence.Batch) bool
 	if en := e.jobs[id]; en != nil {
 		e.detach(en)
 		delete(e.jobs, id)
-		e.dropPayload(en.job)
 		e.unsched(en)
 		e.unbind(en.job)
 		e.releaseUnique(en.job)
 		e.decStored(en.job)
-		batch.DeleteJob(id, en.job.Attempts)
+		batch.DeleteJob(id, en.job.Attempts, en.job.Payload == nil)
+		e.dropPayload(en.job)
 		return true
 	}
 	if t, ok := e.terminal[id]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
 		e.dropTerminal(t)
-		batch.DeleteJob(id, t.attempts)
+		batch.DeleteJob(id, t.attempts, t.apart)
 		return true
 	}
 	return false
@@ -1105,7 +1125,7 @@ func (e *engine) reap(now uint64) {
 			break
 		}
 		e.dropTerminal(t)
-		batch.DeleteJob(t.id, t.attempts)
+		batch.DeleteJob(t.id, t.attempts, t.apart)
 		n++
 	}
 	e.out.persist(batch, nil)
@@ -1119,10 +1139,10 @@ func (e *engine) reset(now uint64, reply func(any)) {
 	}()
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	for id, en := range e.jobs {
-		batch.DeleteJob(id, en.job.Attempts)
+		batch.DeleteJob(id, en.job.Attempts, en.job.Payload == nil)
 	}
 	for id, t := range e.terminal {
-		batch.DeleteJob(id, t.attempts)
+		batch.DeleteJob(id, t.attempts, t.apart)
 	}
 	for key := range e.budgets {
 		batch.DeleteBudget(key)

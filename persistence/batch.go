@@ -57,33 +57,32 @@ func (b *Batch) del(key []byte) {
 	b.ops = append(b.ops, op{key: key})
 }
 
-// PutNewJob stores a new job: its record and, under its own key, its
-// payload.
-func (b *Batch) PutNewJob(j *protocol.Job) {
-	b.PutJob(j)
+// PutJob stores the job record. A job's payload lives either inside its
+// record (j.Payload set) or apart under its own key (j.Payload nil, see
+// PutJobPayloadApart); the caller keeps to one place for a job's lifetime.
+func (b *Batch) PutJob(j *protocol.Job) { b.set(jobKey(j.ID), j) }
+
+// PutJobPayloadApart stores j's payload under its own key and its record
+// without it. Later rewrites of the record (PutJob with a nil payload) then
+// stay small, and nobody needs the payload in memory to write them.
+func (b *Batch) PutJobPayloadApart(j *protocol.Job) {
 	val := make([]byte, 0, 1+len(j.Payload))
 	val = append(append(val, protocol.RecordVersion), j.Payload...)
 	key := payloadKey(j.ID)
 	b.size += len(key) + len(val) + 32
 	b.ops = append(b.ops, op{key: key, val: val})
-}
-
-// PutJob stores the job record, without the payload (PutNewJob stored it).
-func (b *Batch) PutJob(j *protocol.Job) {
-	if j.Payload == nil {
-		b.set(jobKey(j.ID), j)
-		return
-	}
 	meta := *j
 	meta.Payload = nil
 	b.set(jobKey(j.ID), &meta)
 }
 
-// DeleteJob removes the job record, its payload and its error records
-// (attempts 1..n).
-func (b *Batch) DeleteJob(id string, attempts uint32) {
+// DeleteJob removes the job record, its payload when stored apart, and its
+// error records (attempts 1..n).
+func (b *Batch) DeleteJob(id string, attempts uint32, payloadApart bool) {
 	b.del(jobKey(id))
-	b.del(payloadKey(id))
+	if payloadApart {
+		b.del(payloadKey(id))
+	}
 	for a := uint32(1); a <= attempts; a++ {
 		b.del(errorKey(id, a))
 	}

@@ -34,7 +34,7 @@ func BenchmarkStoreBatchWrite(b *testing.B) {
 				break
 			}
 			jobs[i].ID = fmt.Sprintf("%020d", n)
-			batch.PutNewJob(&jobs[i])
+			batch.PutJob(&jobs[i])
 			n++
 		}
 		bytes += batch.size

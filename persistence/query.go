@@ -40,8 +40,10 @@ func (s *Store) ScanJobsFrom(from string, desc bool, fn func(*protocol.Job) (boo
 			if err := it.Item().Value(func(v []byte) error { return protocol.UnmarshalRecord(v, job) }); err != nil {
 				return fmt.Errorf("persistence.ScanJobsFrom %s: %w", it.Item().Key(), err)
 			}
-			if err := readPayload(txn, job); err != nil {
-				return fmt.Errorf("persistence.ScanJobsFrom: %w", err)
+			if job.Payload == nil {
+				if err := readPayload(txn, job); err != nil {
+					return fmt.Errorf("persistence.ScanJobsFrom: %w", err)
+				}
 			}
 			more, err := fn(job)
 			if err != nil {

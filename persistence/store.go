@@ -119,80 +119,35 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// schemaVersion 2 keeps payloads under their own keys (p/<id>); version 1
-// held them inside the job record and is migrated at Open.
+// schemaVersion 2 may keep a payload apart from its job record, under
+// p/<id>. A version-1 store holds every payload inside its record, which
+// version 2 reads the same, so opening one only records the new version.
 const schemaVersion = 2
 
 func (s *Store) checkVersion() error {
-	var version byte
-	err := s.db.Update(func(txn *badger.Txn) error {
+	return s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(versionKey)
 		if errors.Is(err, badger.ErrKeyNotFound) {
-			version = schemaVersion
 			return txn.Set(versionKey, []byte{schemaVersion})
 		}
 		if err != nil {
 			return fmt.Errorf("persistence: read schema version: %w", err)
 		}
-		return item.Value(func(v []byte) error {
+		var version byte
+		if err := item.Value(func(v []byte) error {
 			if len(v) != 1 || v[0] < 1 || v[0] > schemaVersion {
 				return fmt.Errorf("persistence: unsupported schema version %v", v)
 			}
 			version = v[0]
 			return nil
-		})
-	})
-	if err != nil || version == schemaVersion {
-		return err
-	}
-	return s.migrateInlinePayloads()
-}
-
-// migrateInlinePayloads moves every payload held inside a job record
-// (schema version 1) to its own key, then records version 2. It is
-// idempotent, so a crash in the middle is finished at the next Open.
-func (s *Store) migrateInlinePayloads() error {
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	moved := 0
-	err := s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = jobPrefix
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			job := new(protocol.Job)
-			if err := it.Item().Value(func(v []byte) error { return protocol.UnmarshalRecord(v, job) }); err != nil {
-				return fmt.Errorf("%s: %w", it.Item().Key(), err)
-			}
-			if job.Payload == nil {
-				continue
-			}
-			b := NewBatch(false)
-			b.PutNewJob(job)
-			if b.err != nil {
-				return b.err
-			}
-			for _, o := range b.ops {
-				if err := wb.Set(o.key, o.val); err != nil {
-					return err
-				}
-			}
-			moved++
+		}); err != nil {
+			return err
+		}
+		if version < schemaVersion {
+			return txn.Set(versionKey, []byte{schemaVersion})
 		}
 		return nil
 	})
-	if err == nil {
-		err = wb.Set(append([]byte{}, versionKey...), []byte{schemaVersion})
-	}
-	if err == nil {
-		err = wb.Flush()
-	}
-	if err != nil {
-		return fmt.Errorf("persistence: migrate to schema version %d: %w", schemaVersion, err)
-	}
-	s.log.Info("store migrated: payloads moved to their own keys", "jobs", moved, "schema_version", schemaVersion)
-	return nil
 }
 
 // Close stops the committer after it has committed everything submitted so
@@ -349,6 +304,9 @@ func (s *Store) GetJob(id string) (*protocol.Job, error) {
 		if err := item.Value(func(v []byte) error { return protocol.UnmarshalRecord(v, &job) }); err != nil {
 			return err
 		}
+		if job.Payload != nil {
+			return nil
+		}
 		return readPayload(txn, &job)
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
@@ -401,7 +359,8 @@ func (s *Store) LoadPayloads(jobs []protocol.Job) ([]protocol.Job, error) {
 	return out, nil
 }
 
-// ScanJobs calls fn for every stored job in ID order, without payloads.
+// ScanJobs calls fn for every stored job in ID order, as its record holds
+// it: a payload stored apart is not read (it is nil).
 func (s *Store) ScanJobs(fn func(*protocol.Job) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions

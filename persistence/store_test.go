@@ -41,7 +41,7 @@ func TestGroupCommitConcurrentSubmitters(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < perWriter; i++ {
 				b := NewBatch(i%50 == 0)
-				b.PutNewJob(testJob(w*perWriter + i))
+				b.PutJob(testJob(w*perWriter + i))
 				if err := s.Commit(context.Background(), b); err != nil {
 					t.Errorf("commit: %v", err)
 					return
@@ -77,7 +77,7 @@ func TestBatchIsAtomicAndOrdered(t *testing.T) {
 	defer s.Close()
 	j := testJob(1)
 	b := NewBatch(false)
-	b.PutNewJob(j)
+	b.PutJob(j)
 	b.PutError(j.ID, &protocol.ErrorRecord{Attempt: 1, Message: "boom"})
 	j2 := *j
 	j2.Attempts = 1
@@ -94,7 +94,7 @@ func TestBatchIsAtomicAndOrdered(t *testing.T) {
 		t.Fatalf("ListErrors = %+v, %v", errs, err)
 	}
 	d := NewBatch(false)
-	d.DeleteJob(j.ID, 1)
+	d.DeleteJob(j.ID, 1, false)
 	if err := s.Commit(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestOversizedGroupSplits(t *testing.T) {
 		b := NewBatch(false)
 		j := testJob(i)
 		j.Payload = append([]byte(`"`), append(big, '"')...)
-		b.PutNewJob(j)
+		b.PutJob(j)
 		wg.Add(1)
 		s.Submit(b, func(err error) { errs <- err; wg.Done() })
 	}
@@ -165,15 +165,17 @@ func TestBudgetsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestPayloadLivesApart checks that a job's payload is written once under
-// its own key: record rewrites leave it alone, GetJob and LoadPayloads join
-// it back, ScanJobs leaves it out, and DeleteJob removes it.
+// TestPayloadLivesApart checks a payload stored apart: record rewrites
+// without it leave it alone, GetJob and LoadPayloads join it back, ScanJobs
+// leaves it out, and DeleteJob removes it.
 func TestPayloadLivesApart(t *testing.T) {
 	s := openTest(t, t.TempDir())
 	defer s.Close()
 	j := testJob(7)
 	b := NewBatch(false)
-	b.PutNewJob(j)
+	b.PutJobPayloadApart(j)
+	inline := testJob(8)
+	b.PutJob(inline)
 	if err := s.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
@@ -189,9 +191,12 @@ func TestPayloadLivesApart(t *testing.T) {
 	if err != nil || got.Status != protocol.StatusInFlight || string(got.Payload) != string(j.Payload) {
 		t.Fatalf("GetJob = %+v, %v; want in_flight with payload %s", got, err, j.Payload)
 	}
+	if got, err := s.GetJob(inline.ID); err != nil || string(got.Payload) != string(inline.Payload) {
+		t.Fatalf("GetJob of a payload kept inline = %+v, %v", got, err)
+	}
 	_ = s.ScanJobs(func(sj *protocol.Job) error {
-		if sj.Payload != nil {
-			t.Errorf("ScanJobs returned a payload: %s", sj.Payload)
+		if (sj.Payload != nil) != (sj.ID == inline.ID) {
+			t.Errorf("ScanJobs of %s returned payload %q", sj.ID, sj.Payload)
 		}
 		return nil
 	})
@@ -200,7 +205,7 @@ func TestPayloadLivesApart(t *testing.T) {
 		t.Fatalf("LoadPayloads = %+v, %v", loaded, err)
 	}
 	b = NewBatch(false)
-	b.DeleteJob(j.ID, 0)
+	b.DeleteJob(j.ID, 0, true)
 	if err := s.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
@@ -209,16 +214,16 @@ func TestPayloadLivesApart(t *testing.T) {
 	}
 }
 
-// TestMigrateInlinePayloads opens a schema-version-1 store, whose job
-// records hold their payloads, and checks the payloads move to their own
-// keys and read back the same.
-func TestMigrateInlinePayloads(t *testing.T) {
+// TestSchemaVersionOneOpens opens a schema-version-1 store (every payload
+// inside its record): its jobs read back unchanged and the store is marked
+// version 2.
+func TestSchemaVersionOneOpens(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir)
 	err := s.db.Update(func(txn *badger.Txn) error {
 		for i := range 3 {
 			j := testJob(i)
-			val, err := protocol.MarshalRecord(j) // payload inline, as version 1 wrote it
+			val, err := protocol.MarshalRecord(j)
 			if err != nil {
 				return err
 			}
@@ -240,15 +245,9 @@ func TestMigrateInlinePayloads(t *testing.T) {
 		j := testJob(i)
 		got, err := s.GetJob(j.ID)
 		if err != nil || string(got.Payload) != string(j.Payload) {
-			t.Fatalf("job %d after migration: %+v, %v", i, got, err)
+			t.Fatalf("job %d of a version-1 store: %+v, %v", i, got, err)
 		}
 	}
-	_ = s.ScanJobs(func(sj *protocol.Job) error {
-		if sj.Payload != nil {
-			t.Errorf("record %s still holds its payload", sj.ID)
-		}
-		return nil
-	})
 	_ = s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(versionKey)
 		if err != nil {
@@ -256,7 +255,7 @@ func TestMigrateInlinePayloads(t *testing.T) {
 		}
 		return item.Value(func(v []byte) error {
 			if len(v) != 1 || v[0] != schemaVersion {
-				t.Errorf("schema version %v after migration, want %d", v, schemaVersion)
+				t.Errorf("schema version %v after open, want %d", v, schemaVersion)
 			}
 			return nil
 		})
