@@ -37,6 +37,9 @@ type serveConfig struct {
 	DefaultCommitMode   persistence.CommitMode
 	EnqueueCommitMode   persistence.CommitMode
 	MaxBudgets          int
+	// CPUProfile, when set, receives a pprof CPU profile of the whole run
+	// (a diagnostic for performance work, not in SPEC §9).
+	CPUProfile string
 }
 
 // durationValue is a flag.Value for SPEC §9 durations.
@@ -142,6 +145,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("log-level", "TOLLGATE_LOG_LEVEL", "trace|debug|info|warn|error")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "")
 	def("log-format", "TOLLGATE_LOG_FORMAT", "pretty|compact|json; auto = pretty on a terminal, compact otherwise")
+	fs.StringVar(&cfg.CPUProfile, "cpu-profile", "", "")
+	def("cpu-profile", "TOLLGATE_CPU_PROFILE", "write a pprof CPU profile of the run to this file (diagnostics)")
 	fs.StringVar(&cfg.LogDir, "log-dir", "", "")
 	def("log-dir", "TOLLGATE_LOG_DIR", "write logs to <dir>/tollgate.log instead of stdout")
 	fs.Var(durationValue{&cfg.HeartbeatInterval}, "heartbeat-interval", "")

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -122,6 +123,13 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	if closer != nil {
 		defer closer.Close()
 	}
+	if cfg.CPUProfile != "" {
+		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	store, err := persistence.Open(persistence.Config{Dir: filepath.Join(cfg.RootDir, "data"), Logger: log.With("component", "store")})
 	if err != nil {
 		return err
@@ -210,4 +218,17 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
