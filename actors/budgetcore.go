@@ -43,7 +43,7 @@ type budgetCore struct {
 	inFlight uint64            // committed cost of jobs still in flight
 
 	parked  *btree.BTreeG[JobRef]
-	parkedN map[string]JobRef // id -> ref, to unpark by id
+	parkedN map[string]uint16 // id -> priority: finds its ref in parked
 
 	// consumed reports whether some open take stream consumes a queue; a
 	// parked job of an unconsumed queue holds nobody back.
@@ -66,7 +66,7 @@ func newBudgetCore(key string, def protocol.Definition, now uint64, consumed fun
 		def:      def,
 		holds:    make(map[string]uint32),
 		parked:   btree.NewG(16, refLess),
-		parkedN:  make(map[string]JobRef),
+		parkedN:  make(map[string]uint16),
 		consumed: consumed,
 	}
 	b.fill(now)
@@ -144,11 +144,20 @@ func (b *budgetCore) reserve(now uint64, job JobRef) reserveOutcome {
 }
 
 func (b *budgetCore) park(job JobRef) {
-	if old, ok := b.parkedN[job.ID]; ok {
-		b.parked.Delete(old)
+	if prio, ok := b.parkedN[job.ID]; ok {
+		b.parked.Delete(JobRef{ID: job.ID, Priority: prio})
 	}
 	b.parked.ReplaceOrInsert(job)
-	b.parkedN[job.ID] = job
+	b.parkedN[job.ID] = job.Priority
+}
+
+// parkedRef returns the parked job jobID's ref.
+func (b *budgetCore) parkedRef(jobID string) (JobRef, bool) {
+	prio, ok := b.parkedN[jobID]
+	if !ok {
+		return JobRef{}, false
+	}
+	return b.parked.Get(JobRef{ID: jobID, Priority: prio})
 }
 
 // commit turns a reservation into a debit: the job is being dispatched.
@@ -195,8 +204,8 @@ func (b *budgetCore) finish(now uint64, cost uint32) []string {
 
 // unpark removes a job from the parked list (deleted, rebound, moved).
 func (b *budgetCore) unpark(now uint64, jobID string) []string {
-	if ref, ok := b.parkedN[jobID]; ok {
-		b.parked.Delete(ref)
+	if prio, ok := b.parkedN[jobID]; ok {
+		b.parked.Delete(JobRef{ID: jobID, Priority: prio})
 		delete(b.parkedN, jobID)
 	}
 	// Even when the job was no longer parked (woken a moment ago), its

@@ -275,7 +275,7 @@ func (t *Tracer) budgetDeleted(key string) {
 // ahead of it that hold it back (those of a consumed queue), plus one. 0
 // when the job is not parked. It walks the jobs ahead: O(position).
 func (a *budgetActor) position(jobID string) int {
-	ref, ok := a.core.parkedN[jobID]
+	ref, ok := a.core.parkedRef(jobID)
 	if !ok {
 		return 0
 	}
@@ -316,7 +316,7 @@ func (a *budgetActor) observeState(s *BudgetState, now uint64) {
 // time_based budget, when the tokens for it and every job ahead of it will
 // have dripped in. Its walk is O(position), like position's.
 func (a *budgetActor) waiting(jobID string, now uint64) *JobWaitingResponse {
-	ref, ok := a.core.parkedN[jobID]
+	ref, ok := a.core.parkedRef(jobID)
 	if !ok {
 		return &JobWaitingResponse{}
 	}
