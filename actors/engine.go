@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"time"
+	"unique"
 
 	"github.com/google/btree"
 
@@ -235,6 +236,7 @@ func (e *engine) loadBudget(b protocol.Budget) {
 // are rewritten in batch. It returns whether the job was recovered from
 // in flight.
 func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) (recovered bool) {
+	internNames(j)
 	e.noteLoadedKey(j)
 	if j.Status.Terminal() {
 		if j.Purged(now) {
@@ -349,6 +351,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 			continue
 		}
 		job := nj.Job
+		internNames(&job)
 		job.ID = e.ids.Next(now)
 		if !nj.ReadyAtSet {
 			job.ReadyAt = now
@@ -532,6 +535,16 @@ func (e *engine) dispatch(now uint64, en *entry, s *stream) {
 	}
 	s.outbox = append(s.outbox, *en.job)
 	e.observeDispatched(en, s)
+}
+
+// internNames makes a job's queue, type and budget keys share one copy of
+// each distinct name: they repeat across millions of jobs.
+func internNames(j *protocol.Job) {
+	j.Queue = unique.Make(j.Queue).Value()
+	j.Type = unique.Make(j.Type).Value()
+	for i := range j.Budgets {
+		j.Budgets[i].Key = unique.Make(j.Budgets[i].Key).Value()
+	}
 }
 
 // storeNewJob writes a new job into batch. While the payload cache has room
