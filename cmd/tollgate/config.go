@@ -37,9 +37,15 @@ type serveConfig struct {
 	DefaultCommitMode   persistence.CommitMode
 	EnqueueCommitMode   persistence.CommitMode
 	MaxBudgets          int
+	// GCHeadroomMiB bounds the heap growth between collections once the
+	// live heap is large (gctuner.go); 0 leaves GOGC alone.
+	GCHeadroomMiB int
 	// CPUProfile, when set, receives a pprof CPU profile of the whole run
 	// (a diagnostic for performance work, not in SPEC §9).
 	CPUProfile string
+	// PprofAddr, when set, serves net/http/pprof on its own listener
+	// (diagnostics; keep it on loopback).
+	PprofAddr string
 }
 
 // durationValue is a flag.Value for SPEC §9 durations.
@@ -122,6 +128,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		ReaperInterval:      30 * time.Second,
 		DefaultCommitMode:   persistence.Buffered,
 		MaxBudgets:          8192,
+		GCHeadroomMiB:       256,
 	}
 	enqueueMode := persistence.CommitMode("")
 	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
@@ -147,6 +154,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("log-format", "TOLLGATE_LOG_FORMAT", "pretty|compact|json; auto = pretty on a terminal, compact otherwise")
 	fs.StringVar(&cfg.CPUProfile, "cpu-profile", "", "")
 	def("cpu-profile", "TOLLGATE_CPU_PROFILE", "write a pprof CPU profile of the run to this file (diagnostics)")
+	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "")
+	def("pprof-addr", "TOLLGATE_PPROF_ADDR", "serve /debug/pprof/ on this address, e.g. 127.0.0.1:6060 (diagnostics)")
 	fs.StringVar(&cfg.LogDir, "log-dir", "", "")
 	def("log-dir", "TOLLGATE_LOG_DIR", "write logs to <dir>/tollgate.log instead of stdout")
 	fs.Var(durationValue{&cfg.HeartbeatInterval}, "heartbeat-interval", "")
@@ -174,6 +183,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("enqueue-commit-mode", "TOLLGATE_ENQUEUE_COMMIT_MODE", "commit mode for enqueues (default: --default-commit-mode)")
 	fs.IntVar(&cfg.MaxBudgets, "max-budgets", cfg.MaxBudgets, "")
 	def("max-budgets", "TOLLGATE_MAX_BUDGETS", "maximum number of budgets; 0 = unlimited")
+	fs.IntVar(&cfg.GCHeadroomMiB, "gc-headroom-mib", cfg.GCHeadroomMiB, "")
+	def("gc-headroom-mib", "TOLLGATE_GC_HEADROOM_MIB", "heap growth allowed between collections once the heap is large, MiB; 0 or a GOGC variable leaves Go's default")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -216,6 +227,8 @@ func (c *serveConfig) validate() error {
 		return errorf("invalid --port %d: must be 0..65535", c.Port)
 	case c.GlobalInFlightLimit < 0:
 		return errorf("invalid --global-in-flight-limit %d: must be >= 0", c.GlobalInFlightLimit)
+	case c.GCHeadroomMiB < 0:
+		return errorf("invalid --gc-headroom-mib %d: must be >= 0", c.GCHeadroomMiB)
 	case c.MaxBudgets < 0:
 		return errorf("invalid --max-budgets %d: must be >= 0", c.MaxBudgets)
 	case c.BackoffExponent < 0 || c.BackoffExponent != c.BackoffExponent:

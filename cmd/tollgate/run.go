@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -130,6 +131,16 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 		}
 		defer stop()
 	}
+	if cfg.GCHeadroomMiB > 0 && os.Getenv("GOGC") == "" {
+		tuner := newGCTuner(uint64(cfg.GCHeadroomMiB) << 20)
+		tuner.start()
+		defer tuner.stop()
+	}
+	if cfg.PprofAddr != "" {
+		if err := servePprof(cfg.PprofAddr, log); err != nil {
+			return err
+		}
+	}
 	store, err := persistence.Open(persistence.Config{Dir: filepath.Join(cfg.RootDir, "data"), Logger: log.With("component", "store")})
 	if err != nil {
 		return err
@@ -231,4 +242,21 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("--cpu-profile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
+// servePprof serves the runtime profiles on their own listener until the
+// process exits.
+func servePprof(addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", httppprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	log.Info("pprof listening", "addr", ln.Addr().String())
+	go func() { _ = http.Serve(ln, mux) }()
+	return nil
 }
