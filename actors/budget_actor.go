@@ -29,11 +29,18 @@ type budgetActor struct {
 	cancelTimer func()
 
 	obs budgetObs // trace bookkeeping (observe.go)
+
+	toQueue sendBuffer[queueMsg] // flushed at the end of each Receive (batching.go)
 }
 
 func (a *budgetActor) Receive(ctx actor.Context) {
 	now := millis(a.clock.Now())
-	switch m := ctx.Message().(type) {
+	a.handle(ctx, ctx.Message(), now)
+	a.toQueue.flush(ctx, newQueueBatch)
+}
+
+func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
+	switch m := msg.(type) {
 	case *actor.Started:
 		a.traceBudget(EventBudgetCreated, now)
 	case *actor.Restarting:
@@ -44,7 +51,7 @@ func (a *budgetActor) Receive(ctx actor.Context) {
 		before := a.traceRequested(m.Job, now)
 		out := a.core.reserve(now, m.Job)
 		a.traceReserved(m.Job, out.granted, before, now)
-		ctx.Send(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Granted: out.granted})
+		a.toQueue.add(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Granted: out.granted})
 		a.wake(ctx, out.woken, "refill", now)
 	case *CommitReservation:
 		a.core.commit(now, m.JobID)
@@ -77,6 +84,10 @@ func (a *budgetActor) Receive(ctx actor.Context) {
 		a.cancelTimer = nil
 		a.traceTimer(EventTimerFired, due, now)
 		a.wake(ctx, a.core.evaluate(now), "refill", now)
+	case *budgetBatch:
+		for _, inner := range m.Msgs {
+			a.handle(ctx, inner, now)
+		}
 	case *BudgetStateRequest, *budgetStateQuery:
 		ctx.Respond(a.state(now))
 	case *parkedJobQuery:
@@ -91,7 +102,7 @@ func (a *budgetActor) Receive(ctx actor.Context) {
 func (a *budgetActor) wake(ctx actor.Context, woken []string, reason string, now uint64) {
 	if len(woken) > 0 {
 		a.traceWoken(woken, reason, now)
-		ctx.Send(a.queue, &JobsWoken{Key: a.core.key, JobIDs: woken})
+		a.toQueue.add(a.queue, &JobsWoken{Key: a.core.key, JobIDs: woken})
 	}
 	a.syncTimer(ctx, now)
 }

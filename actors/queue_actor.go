@@ -36,6 +36,7 @@ type queueActor struct {
 	root      *actor.RootContext
 	scheduler *actor.PID
 	budgets   map[string]*actor.PID
+	toBudgets sendBuffer[budgetMsg] // flushed at the end of each Receive (batching.go)
 	stats     StartupStats
 	loadErr   error
 }
@@ -56,7 +57,12 @@ func (*startupStatsRequest) isQueueMsg() {}
 func (a *queueActor) Receive(ctx actor.Context) {
 	a.ctx = ctx
 	now := millis(a.clock.Now())
-	switch m := ctx.Message().(type) {
+	a.handle(ctx, ctx.Message(), now)
+	a.toBudgets.flush(ctx, newBudgetBatch)
+}
+
+func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
+	switch m := msg.(type) {
 	case *actor.Started:
 		a.start(ctx, now)
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
@@ -100,6 +106,10 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.eng.onReserveResponse(now, m)
 	case *JobsWoken:
 		a.eng.onJobsWoken(now, m)
+	case *queueBatch:
+		for _, inner := range m.Msgs {
+			a.handle(ctx, inner, now)
+		}
 	case *JobsDue:
 		a.eng.onJobsDue(now, m.IDs)
 	case *reapTick:
@@ -209,7 +219,7 @@ func (a *queueActor) persist(b *persistence.Batch, done func(error)) {
 
 func (a *queueActor) toBudget(key string, msg budgetMsg) {
 	if pid := a.budgets[key]; pid != nil {
-		a.ctx.Send(pid, msg)
+		a.toBudgets.add(pid, msg)
 	}
 }
 
@@ -225,6 +235,7 @@ func (a *queueActor) spawnBudget(b protocol.Budget) {
 
 func (a *queueActor) stopBudget(key string) {
 	if pid := a.budgets[key]; pid != nil {
+		a.toBudgets.flushTo(a.ctx, pid, newBudgetBatch) // what it was sent before it stops
 		a.ctx.Stop(pid)
 		delete(a.budgets, key)
 		a.tracer.budgetDeleted(key)
@@ -241,7 +252,7 @@ func (a *queueActor) clearSchedule() { a.ctx.Send(a.scheduler, &ClearSchedule{})
 
 func (a *queueActor) queuesChanged() {
 	for _, pid := range a.budgets {
-		a.ctx.Send(pid, &QueuesChanged{})
+		a.toBudgets.add(pid, &QueuesChanged{})
 	}
 }
 
