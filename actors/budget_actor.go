@@ -118,10 +118,9 @@ func (a *budgetActor) syncTimer(ctx actor.Context, now uint64) {
 	}
 	a.gen++
 	a.armedAt = want
-	delay := time.Duration(0)
-	if want > now {
-		delay = time.Duration(want-now) * time.Millisecond
-	}
+	// now is truncated to the millisecond: measure the delay from the
+	// clock itself so the timer does not fire up to 1 ms late
+	delay := max(0, time.UnixMilli(int64(want)).Sub(a.clock.Now()))
 	a.cancelTimer = a.timers.SendOnce(delay, ctx.Self(), &budgetWake{gen: a.gen})
 	a.traceTimer(EventTimerArmed, want, now)
 }

@@ -89,6 +89,9 @@ func Open(cfg Config) (*Store, error) {
 		// cache keep the resident set modest.
 		WithMemTableSize(64 << 20).
 		WithNumMemtables(3).
+		// two compactors, not four: each holds table-building buffers of
+		// tens of MiB, and this is a 2-core job server, not a database
+		WithNumCompactors(2).
 		WithBlockCacheSize(32 << 20).
 		// SyncWrites stays false: every write still reaches the mmapped
 		// write-ahead log before Commit returns, which survives a process
