@@ -4,12 +4,15 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -327,37 +330,78 @@ func readPayload(txn *badger.Txn, job *protocol.Job) error {
 	if err != nil {
 		return fmt.Errorf("payload of %s: %w", job.ID, err)
 	}
-	return item.Value(func(v []byte) error {
-		if len(v) == 0 || v[0] != protocol.RecordVersion {
-			return fmt.Errorf("payload of %s: unknown record version", job.ID)
-		}
-		job.Payload = append(make([]byte, 0, len(v)-1), v[1:]...)
-		return nil
-	})
+	return item.Value(func(v []byte) error { return setPayload(job, v) })
+}
+
+// setPayload copies a stored payload value into job.
+func setPayload(job *protocol.Job, v []byte) error {
+	if len(v) == 0 || v[0] != protocol.RecordVersion {
+		return fmt.Errorf("payload of %s: unknown record version", job.ID)
+	}
+	job.Payload = append(make([]byte, 0, len(v)-1), v[1:]...)
+	return nil
 }
 
 // LoadPayloads fills in the payload of every job in jobs that has none, in
 // one read transaction. It returns the jobs whose payload was found (a job
 // deleted since is left out), in their order.
+//
+// A delivered batch is mostly consecutive job IDs, so the payloads are
+// read in ID order with one iterator: each key is usually the iterator's
+// next one, which is much cheaper than a point lookup per job.
 func (s *Store) LoadPayloads(jobs []protocol.Job) ([]protocol.Job, error) {
-	out := jobs[:0]
+	need := make([]int, 0, len(jobs))
+	for i := range jobs {
+		if jobs[i].Payload == nil {
+			need = append(need, i)
+		}
+	}
+	if len(need) == 0 {
+		return jobs, nil
+	}
+	slices.SortFunc(need, func(a, b int) int { return strings.Compare(jobs[a].ID, jobs[b].ID) })
+	found := make([]bool, len(jobs))
 	err := s.db.View(func(txn *badger.Txn) error {
-		for i := range jobs {
-			if jobs[i].Payload == nil {
-				err := readPayload(txn, &jobs[i])
-				if errors.Is(err, badger.ErrKeyNotFound) {
-					continue
-				}
-				if err != nil {
-					return err
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = payloadPrefix
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		positioned := false
+		for _, i := range need {
+			key := payloadKey(jobs[i].ID)
+			if !positioned || !it.Valid() || bytes.Compare(it.Item().Key(), key) > 0 {
+				it.Seek(key)
+				positioned = true
+			} else {
+				// a few steps forward, then give up and seek
+				for steps := 0; it.Valid() && bytes.Compare(it.Item().Key(), key) < 0; steps++ {
+					if steps == 8 {
+						it.Seek(key)
+						break
+					}
+					it.Next()
 				}
 			}
-			out = append(out, jobs[i])
+			if !it.Valid() || !bytes.Equal(it.Item().Key(), key) {
+				continue // deleted since it was dispatched
+			}
+			if err := it.Item().Value(func(v []byte) error { return setPayload(&jobs[i], v) }); err != nil {
+				return err
+			}
+			found[i] = true
+			it.Next()
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("persistence.LoadPayloads: %w", err)
+	}
+	out := jobs[:0]
+	for i := range jobs {
+		if jobs[i].Payload != nil || found[i] {
+			out = append(out, jobs[i])
+		}
 	}
 	return out, nil
 }

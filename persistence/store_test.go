@@ -261,3 +261,61 @@ func TestSchemaVersionOneOpens(t *testing.T) {
 		})
 	})
 }
+
+// TestLoadPayloadsMixedBatch loads a batch as a take stream gets it: jobs
+// with their payload in memory, jobs whose payload is apart (in and out of
+// ID order, with gaps of deleted jobs between them) and jobs deleted since.
+// Every job that still exists comes back with its own payload, in order.
+func TestLoadPayloadsMixedBatch(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	b := NewBatch(false)
+	for i := range 60 {
+		b.PutJobPayloadApart(testJobPayload(i))
+	}
+	if err := s.Commit(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	d := NewBatch(false)
+	for i := 0; i < 60; i += 7 {
+		d.DeleteJob(testJobPayload(i).ID, 0, true)
+	}
+	if err := s.Commit(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	order := []int{5, 3, 4, 6, 7, 8, 9, 10, 30, 59, 2, 1, 0, 14, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58}
+	batch := make([]protocol.Job, 0, len(order)+1)
+	for _, i := range order {
+		j := *testJobPayload(i)
+		j.Payload = nil
+		batch = append(batch, j)
+	}
+	inline := *testJobPayload(1000) // held in memory, not in the store
+	batch = append(batch, inline)
+	got, err := s.LoadPayloads(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int
+	for _, i := range order {
+		if i%7 != 0 {
+			want = append(want, i)
+		}
+	}
+	want = append(want, 1000)
+	if len(got) != len(want) {
+		t.Fatalf("got %d jobs, want %d", len(got), len(want))
+	}
+	for k, i := range want {
+		w := testJobPayload(i)
+		if got[k].ID != w.ID || string(got[k].Payload) != string(w.Payload) {
+			t.Errorf("job %d: got %s %s, want %s %s", k, got[k].ID, got[k].Payload, w.ID, w.Payload)
+		}
+	}
+}
+
+func testJobPayload(i int) *protocol.Job {
+	j := testJob(i)
+	j.Payload = fmt.Appendf(nil, `{"i":%d}`, i)
+	return j
+}
