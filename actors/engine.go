@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 	"unique"
 
@@ -618,8 +620,12 @@ func (e *engine) flush() {
 }
 
 func (e *engine) startReservation(en *entry, s *stream) {
-	bindings := append([]protocol.Binding(nil), en.job.Budgets...)
-	sort.Slice(bindings, func(i, j int) bool { return bindings[i].Key < bindings[j].Key })
+	// reserve in key order; binding lists are replaced, never changed in
+	// place, so an already sorted one (the usual case) is used as it is
+	bindings := en.job.Budgets
+	if !slices.IsSortedFunc(bindings, compareBindingKeys) {
+		bindings = slices.SortedFunc(slices.Values(bindings), compareBindingKeys)
+	}
 	en.state = stReserving
 	en.stream = s
 	en.resv = &reservation{bindings: bindings}
@@ -627,6 +633,8 @@ func (e *engine) startReservation(en *entry, s *stream) {
 	e.reservingTotal++
 	e.askNext(en)
 }
+
+func compareBindingKeys(a, b protocol.Binding) int { return strings.Compare(a.Key, b.Key) }
 
 func (e *engine) askNext(en *entry) {
 	b := en.resv.bindings[en.resv.idx]
