@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +112,44 @@ func TestPayloadCacheBoundAndRestart(t *testing.T) {
 		}
 	}
 	stop()
+}
+
+// TestRestartMovesManyPayloadsApart restarts a store holding 20 MiB of
+// inline payloads with a cache of 1 KiB: moving them apart is more than
+// badger takes in one transaction, so the load must commit it in chunks.
+// Every job must come back with its payload.
+func TestRestartMovesManyPayloadsApart(t *testing.T) {
+	dir := t.TempDir()
+	e, stop := startOnDir(t, dir, 64<<20)
+	pad := strings.Repeat("x", 1000)
+	const n = 20000
+	var ids []string
+	for left := n; left > 0; left -= 1000 {
+		jobs := make([]*protocol.NewJob, 1000)
+		for i := range jobs {
+			jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q", Priority: protocol.DefaultPriority,
+				Payload: fmt.Appendf(nil, `{"n":%d,"p":"%s"}`, n-left+i, pad)}}
+		}
+		views, err := e.Enqueue(context.Background(), jobs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range views {
+			ids = append(ids, v.ID)
+		}
+	}
+	stop()
+
+	e, stop = startOnDir(t, dir, 1024)
+	defer stop()
+	for _, k := range []int{0, 1, n / 2, n - 1} {
+		v, err := e.GetJob(context.Background(), ids[k])
+		want := fmt.Sprintf(`{"n":%d,"p":"%s"}`, k, pad)
+		if err != nil || v.Payload == nil || string(*v.Payload) != want {
+			t.Fatalf("job %d after the restart: %v", k, err)
+		}
+	}
+	if got := len(takeAll(t, e, n)); got != n {
+		t.Fatalf("%d jobs delivered after the restart, want %d", got, n)
+	}
 }

@@ -41,6 +41,14 @@ type queueActor struct {
 	loadErr   error
 }
 
+// loadChunkBytes and loadChunkWrites bound one commit of the writes made
+// while loading (badger takes ~9.6 MiB or ~100k writes per transaction with
+// 64 MiB memtables).
+const (
+	loadChunkBytes  = 4 << 20
+	loadChunkWrites = 20000
+)
+
 // StartupStats describes what recovery found.
 type StartupStats struct {
 	Recovered int // in-flight jobs returned to ready
@@ -175,10 +183,20 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	for _, b := range budgets {
 		a.eng.loadBudget(*b)
 	}
+	// Loading writes back recovered jobs and moves payloads beyond the
+	// cache apart. Those writes are committed in chunks cut between jobs,
+	// so each job's writes stay in one transaction and none grows past
+	// what badger takes in one (a store of any size can start).
 	batch := persistence.NewBatch(true)
 	err = a.store.ScanJobs(func(j *protocol.Job) error {
 		if a.eng.loadJob(now, j, batch) {
 			a.stats.Recovered++
+		}
+		if batch.Size() >= loadChunkBytes || batch.Len() >= loadChunkWrites {
+			if err := a.store.Commit(context.Background(), batch); err != nil {
+				return err
+			}
+			batch = persistence.NewBatch(true)
 		}
 		return nil
 	})

@@ -99,3 +99,6 @@ func (b *Batch) DeleteBudget(key string) { b.del(budgetKey(key)) }
 
 // Len is the number of writes in the batch.
 func (b *Batch) Len() int { return len(b.ops) }
+
+// Size is about how many bytes the batch's writes take in a transaction.
+func (b *Batch) Size() int { return b.size }
