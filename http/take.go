@@ -141,11 +141,16 @@ func (a *API) take(c echo.Context) error {
 	for {
 		select {
 		case jobs := <-batches:
+			delivered := len(jobs)
 			jobs, err = a.engine.LoadPayloads(jobs)
 			if err != nil {
 				// closing the stream puts its jobs back in the queue
 				log.Error("take stream: read payloads", "err", err)
 				return nil
+			}
+			if len(jobs) < delivered {
+				// deleted since dispatch, or never stored (a failed enqueue commit)
+				log.Warn("take stream: jobs without a stored payload were not written", "jobs", delivered-len(jobs))
 			}
 			buf = buf[:0]
 			now := uint64(time.Now().UnixMilli())

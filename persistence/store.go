@@ -327,6 +327,11 @@ func (s *Store) GetJob(id string) (*protocol.Job, error) {
 // readPayload fills in job's payload from its own key.
 func readPayload(txn *badger.Txn, job *protocol.Job) error {
 	item, err := txn.Get(payloadKey(job.ID))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		// the record says the payload is apart: its absence is damage, not
+		// a missing job
+		return fmt.Errorf("payload of %s is missing from the store", job.ID)
+	}
 	if err != nil {
 		return fmt.Errorf("payload of %s: %w", job.ID, err)
 	}

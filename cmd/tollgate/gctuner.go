@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 )
 
@@ -20,8 +21,10 @@ type gcTuner struct {
 	headroom   uint64
 	minPercent int
 	current    atomic.Int64
-	stopped    atomic.Bool
-	sample     []metrics.Sample
+
+	mu      sync.Mutex // orders adjust against stop
+	stopped bool
+	sample  []metrics.Sample
 }
 
 // newGCTuner returns a tuner for headroom bytes (0 disables it).
@@ -46,7 +49,9 @@ func (t *gcTuner) start() {
 }
 
 func (t *gcTuner) stop() {
-	t.stopped.Store(true)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
 	debug.SetGCPercent(100)
 }
 
@@ -56,23 +61,28 @@ type sentinel struct{ _ [16]byte }
 
 func (t *gcTuner) arm() {
 	runtime.SetFinalizer(&sentinel{}, func(*sentinel) {
-		if t.stopped.Load() {
-			return
+		if t.adjust() {
+			t.arm()
 		}
-		t.adjust()
-		t.arm()
 	})
 }
 
-// adjust sets GOGC from the live heap the last collection measured.
-func (t *gcTuner) adjust() {
+// adjust sets GOGC from the live heap the last collection measured; it
+// reports false once the tuner is stopped.
+func (t *gcTuner) adjust() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
 	metrics.Read(t.sample)
 	if t.sample[0].Value.Kind() != metrics.KindUint64 {
-		return
+		return true
 	}
 	p := t.percent(t.sample[0].Value.Uint64())
 	if int64(p) != t.current.Load() {
 		t.current.Store(int64(p))
 		debug.SetGCPercent(p)
 	}
+	return true
 }
