@@ -85,20 +85,6 @@ type rebindBulkBody struct {
 	Blocked []string `json:"blocked" msgpack:"blocked"`
 }
 
-func (a *API) rebindBulkFilter(c echo.Context) (*protocol.JobFilter, error) {
-	if _, err := responseFormat(c); err != nil {
-		return nil, err
-	}
-	f, _, err := protocol.ParseJobFilter(c.QueryParams())
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
 func (a *API) rebindBulkReply(c echo.Context, f *protocol.JobFilter, op actors.RebindOp, b protocol.NewBinding) error {
 	res, err := a.engine.RebindJobs(c.Request().Context(), f, op, b)
 	if err != nil {
@@ -109,7 +95,7 @@ func (a *API) rebindBulkReply(c echo.Context, f *protocol.JobFilter, op actors.R
 
 func (a *API) rebindBulkKeyed(op actors.RebindOp) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		f, err := a.rebindBulkFilter(c)
+		f, err := parseFilterOnly(c)
 		if err != nil {
 			return err
 		}
@@ -122,7 +108,7 @@ func (a *API) rebindBulkKeyed(op actors.RebindOp) echo.HandlerFunc {
 }
 
 func (a *API) rebindBulkCost(c echo.Context) error {
-	f, err := a.rebindBulkFilter(c)
+	f, err := parseFilterOnly(c)
 	if err != nil {
 		return err
 	}
@@ -141,7 +127,7 @@ func (a *API) rebindBulkCost(c echo.Context) error {
 }
 
 func (a *API) rebindBulkRemove(c echo.Context) error {
-	f, err := a.rebindBulkFilter(c)
+	f, err := parseFilterOnly(c)
 	if err != nil {
 		return err
 	}
@@ -153,7 +139,7 @@ func (a *API) rebindBulkRemove(c echo.Context) error {
 }
 
 func (a *API) rebindBulkClear(c echo.Context) error {
-	f, err := a.rebindBulkFilter(c)
+	f, err := parseFilterOnly(c)
 	if err != nil {
 		return err
 	}
