@@ -281,7 +281,8 @@ func (a *API) jobError(c echo.Context) error {
 }
 
 // parseFilterOnly checks Accept and parses the shared job filters of a
-// request that takes nothing else in its query (count, delete).
+// request that takes nothing else in its query (count, delete, bulk
+// rebinding).
 func parseFilterOnly(c echo.Context) (*protocol.JobFilter, error) {
 	if _, err := responseFormat(c); err != nil {
 		return nil, err
