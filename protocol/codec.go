@@ -63,6 +63,14 @@ func decodeJSON(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return errors.New("EOF while parsing a value")
 	}
+	// Fastest path: the usual enqueue shapes, without reflection
+	// (fastdecode.go); it gives up on anything unusual.
+	if fastDecode(body, v) {
+		if r, ok := v.(interface{ checkRequired() error }); ok {
+			return r.checkRequired()
+		}
+		return nil
+	}
 	// Fast path: a body json.Unmarshal accepts is one valid value with at
 	// most whitespace after it, which the decoder below decodes the same
 	// way; Unmarshal does it without copying the body into a decoder

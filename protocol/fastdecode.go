@@ -1,0 +1,559 @@
+package protocol
+
+// This file decodes the common shapes of enqueue requests (POST /jobs and
+// POST /jobs/bulk) without reflection. It accepts a strict subset of what
+// encoding/json accepts and gives up (ok == false) on anything else:
+// strings with escapes or non-ASCII bytes, keys it does not know or sees
+// twice, null, the backoff, retention, batch and create_with objects, and
+// numbers that are not plain decimal integers in range. On giving up the
+// caller decodes the body with encoding/json as before, which then yields
+// the same value or its exact error; FuzzFastDecodeMatchesEncodingJSON
+// checks that whatever this decoder accepts, encoding/json decodes to the
+// same value.
+
+// fastDecode decodes body into v when v is an enqueue request and the body
+// has a shape this decoder knows. It reports whether it did; v is only
+// written when it did.
+func fastDecode(body []byte, v any) bool {
+	d := fastDecoder{s: body}
+	switch r := v.(type) {
+	case *BulkEnqueueRequest:
+		jobs, ok := d.bulk()
+		if !ok {
+			return false
+		}
+		*r = BulkEnqueueRequest{Jobs: jobs}
+		return true
+	case *EnqueueRequest:
+		j, ok := d.job()
+		if !ok || !d.end() {
+			return false
+		}
+		*r = j.req
+		return true
+	}
+	return false
+}
+
+// fastDecoder is a cursor over a JSON body plus a cache of the short names
+// (types, queues, budget keys) seen in it: a bulk of a thousand jobs usually
+// repeats a few of them, and each distinct one is allocated once.
+type fastDecoder struct {
+	s     []byte
+	i     int
+	names map[string]string
+}
+
+// fastJob holds an EnqueueRequest together with the values its pointer
+// fields point to, so that one allocation serves them all.
+type fastJob struct {
+	req         EnqueueRequest
+	typ, queue  string
+	uniqueKey   string
+	uniqueWhile string
+	priority    uint16
+	readyAt     uint64
+	retryLimit  uint32
+}
+
+// fastBinding is a BindingRequest with the values it points to.
+type fastBinding struct {
+	req  BindingRequest
+	key  string
+	cost uint32
+}
+
+// the keys of a job object this decoder knows, as bits of a seen-mask
+const (
+	seenType = 1 << iota
+	seenQueue
+	seenPayload
+	seenPriority
+	seenReadyAt
+	seenRetryLimit
+	seenUniqueKey
+	seenUniqueWhile
+	seenBudgets
+)
+
+// bulk decodes {"jobs":[job, ...]} and nothing else.
+func (d *fastDecoder) bulk() ([]*EnqueueRequest, bool) {
+	if !d.consume('{') {
+		return nil, false
+	}
+	if key, ok := d.plainString(); !ok || string(key) != "jobs" || !d.consume(':') || !d.consume('[') {
+		return nil, false
+	}
+	jobs := []*EnqueueRequest{}
+	if !d.consume(']') {
+		for {
+			j, ok := d.job()
+			if !ok {
+				return nil, false
+			}
+			jobs = append(jobs, &j.req)
+			if d.consume(']') {
+				break
+			}
+			if !d.consume(',') {
+				return nil, false
+			}
+		}
+	}
+	if !d.consume('}') || !d.end() {
+		return nil, false
+	}
+	return jobs, true
+}
+
+// job decodes one job object.
+func (d *fastDecoder) job() (*fastJob, bool) {
+	if !d.consume('{') {
+		return nil, false
+	}
+	j := &fastJob{}
+	if d.consume('}') {
+		return j, true
+	}
+	seen := 0
+	for {
+		key, ok := d.plainString()
+		if !ok || !d.consume(':') {
+			return nil, false
+		}
+		var bit int
+		switch string(key) {
+		case "type":
+			bit = seenType
+			j.typ, ok = d.name()
+			j.req.Type = &j.typ
+		case "queue":
+			bit = seenQueue
+			j.queue, ok = d.name()
+			j.req.Queue = &j.queue
+		case "payload":
+			bit = seenPayload
+			var raw []byte
+			var spaced bool
+			if raw, spaced, ok = d.value(); ok {
+				if spaced {
+					ok = j.req.Payload.UnmarshalJSON(raw) == nil
+				} else {
+					j.req.Payload = append(Payload(make([]byte, 0, len(raw))), raw...)
+				}
+			}
+		case "priority":
+			bit = seenPriority
+			var n uint64
+			n, ok = d.uint(1<<16 - 1)
+			j.priority = uint16(n)
+			j.req.Priority = &j.priority
+		case "ready_at":
+			bit = seenReadyAt
+			j.readyAt, ok = d.uint(1<<64 - 1)
+			j.req.ReadyAt = &j.readyAt
+		case "retry_limit":
+			bit = seenRetryLimit
+			var n uint64
+			n, ok = d.uint(1<<32 - 1)
+			j.retryLimit = uint32(n)
+			j.req.RetryLimit = &j.retryLimit
+		case "unique_key":
+			bit = seenUniqueKey
+			var s []byte
+			s, ok = d.plainString()
+			j.uniqueKey = string(s)
+			j.req.UniqueKey = &j.uniqueKey
+		case "unique_while":
+			bit = seenUniqueWhile
+			j.uniqueWhile, ok = d.name()
+			j.req.UniqueWhile = &j.uniqueWhile
+		case "budgets":
+			bit = seenBudgets
+			j.req.Budgets, ok = d.bindings()
+		default:
+			return nil, false
+		}
+		if !ok || seen&bit != 0 {
+			return nil, false
+		}
+		seen |= bit
+		if d.consume('}') {
+			return j, true
+		}
+		if !d.consume(',') {
+			return nil, false
+		}
+	}
+}
+
+// bindings decodes [{"key":..., "cost":...}, ...].
+func (d *fastDecoder) bindings() ([]*BindingRequest, bool) {
+	if !d.consume('[') {
+		return nil, false
+	}
+	out := []*BindingRequest{}
+	if d.consume(']') {
+		return out, true
+	}
+	for {
+		if !d.consume('{') {
+			return nil, false
+		}
+		b := &fastBinding{}
+		if !d.consume('}') {
+			var seenKey, seenCost bool
+			for {
+				key, ok := d.plainString()
+				if !ok || !d.consume(':') {
+					return nil, false
+				}
+				switch string(key) {
+				case "key":
+					if seenKey {
+						return nil, false
+					}
+					seenKey = true
+					if b.key, ok = d.name(); !ok {
+						return nil, false
+					}
+					b.req.Key = &b.key
+				case "cost":
+					if seenCost {
+						return nil, false
+					}
+					seenCost = true
+					n, ok := d.uint(1<<32 - 1)
+					if !ok {
+						return nil, false
+					}
+					b.cost = uint32(n)
+					b.req.Cost = &b.cost
+				default:
+					return nil, false
+				}
+				if d.consume('}') {
+					break
+				}
+				if !d.consume(',') {
+					return nil, false
+				}
+			}
+		}
+		out = append(out, &b.req)
+		if d.consume(']') {
+			return out, true
+		}
+		if !d.consume(',') {
+			return nil, false
+		}
+	}
+}
+
+// skipSpace moves past JSON whitespace.
+func (d *fastDecoder) skipSpace() {
+	for d.i < len(d.s) {
+		switch d.s[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// consume moves past c (after whitespace) and reports whether it was there.
+func (d *fastDecoder) consume(c byte) bool {
+	d.skipSpace()
+	if d.i < len(d.s) && d.s[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// end reports whether only whitespace is left.
+func (d *fastDecoder) end() bool {
+	d.skipSpace()
+	return d.i == len(d.s)
+}
+
+// plainString reads a string of printable ASCII without escapes and
+// returns its contents (a slice of the body).
+func (d *fastDecoder) plainString() ([]byte, bool) {
+	if !d.consume('"') {
+		return nil, false
+	}
+	start := d.i
+	for j := start; j < len(d.s); j++ {
+		switch c := d.s[j]; {
+		case c == '"':
+			d.i = j + 1
+			return d.s[start:j], true
+		case c < 0x20 || c >= 0x80 || c == '\\':
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// name reads a plain string that is likely to repeat across the jobs of a
+// bulk (a type, queue or budget key) and allocates each distinct one once.
+func (d *fastDecoder) name() (string, bool) {
+	b, ok := d.plainString()
+	if !ok {
+		return "", false
+	}
+	if s, ok := d.names[string(b)]; ok {
+		return s, true
+	}
+	if d.names == nil {
+		d.names = make(map[string]string, 4)
+	}
+	s := string(b)
+	if len(d.names) < 64 {
+		d.names[s] = s
+	}
+	return s, true
+}
+
+// uint reads a plain decimal integer of at most 19 digits (no sign,
+// fraction, exponent or leading zero) that is at most max.
+func (d *fastDecoder) uint(max uint64) (uint64, bool) {
+	d.skipSpace()
+	start := d.i
+	var n uint64
+	for d.i < len(d.s) && d.s[d.i] >= '0' && d.s[d.i] <= '9' {
+		n = n*10 + uint64(d.s[d.i]-'0')
+		d.i++
+	}
+	digits := d.i - start
+	if digits == 0 || digits > 19 || (digits > 1 && d.s[start] == '0') || n > max {
+		return 0, false
+	}
+	if d.i < len(d.s) {
+		switch d.s[d.i] {
+		case '.', 'e', 'E':
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// value returns the raw bytes of the next JSON value, validated here in
+// one pass (the grammar of RFC 8259, as encoding/json checks it), and
+// whether they hold whitespace outside strings. null is refused: it is left
+// to encoding/json's rules.
+func (d *fastDecoder) value() (raw []byte, spaced bool, ok bool) {
+	d.skipSpace()
+	start := d.i
+	if d.i < len(d.s) && d.s[d.i] == 'n' {
+		return nil, false, false
+	}
+	v := jsonValidator{s: d.s, i: d.i}
+	if !v.value(0) || v.i-start > maxFastValue {
+		return nil, false, false
+	}
+	d.i = v.i
+	return d.s[start:v.i], v.spaced, true
+}
+
+// jsonValidator checks one JSON value from s[i:], moving i past it.
+type jsonValidator struct {
+	s      []byte
+	i      int
+	spaced bool // whitespace seen between tokens
+}
+
+func (v *jsonValidator) space() {
+	for v.i < len(v.s) {
+		switch v.s[v.i] {
+		case ' ', '\t', '\n', '\r':
+			v.spaced = true
+			v.i++
+		default:
+			return
+		}
+	}
+}
+
+func (v *jsonValidator) value(depth int) bool {
+	if depth >= maxFastDepth || v.i >= len(v.s) {
+		return false
+	}
+	switch c := v.s[v.i]; {
+	case c == '{':
+		v.i++
+		v.space()
+		if v.i < len(v.s) && v.s[v.i] == '}' {
+			v.i++
+			return true
+		}
+		for {
+			if !v.str() {
+				return false
+			}
+			v.space()
+			if v.i >= len(v.s) || v.s[v.i] != ':' {
+				return false
+			}
+			v.i++
+			v.space()
+			if !v.value(depth + 1) {
+				return false
+			}
+			v.space()
+			if v.i >= len(v.s) {
+				return false
+			}
+			switch v.s[v.i] {
+			case ',':
+				v.i++
+				v.space()
+			case '}':
+				v.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '[':
+		v.i++
+		v.space()
+		if v.i < len(v.s) && v.s[v.i] == ']' {
+			v.i++
+			return true
+		}
+		for {
+			if !v.value(depth + 1) {
+				return false
+			}
+			v.space()
+			if v.i >= len(v.s) {
+				return false
+			}
+			switch v.s[v.i] {
+			case ',':
+				v.i++
+				v.space()
+			case ']':
+				v.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '"':
+		return v.str()
+	case c == '-' || (c >= '0' && c <= '9'):
+		return v.number()
+	case c == 't':
+		return v.literal("true")
+	case c == 'f':
+		return v.literal("false")
+	case c == 'n':
+		return v.literal("null")
+	}
+	return false
+}
+
+func (v *jsonValidator) literal(word string) bool {
+	if len(v.s)-v.i < len(word) || string(v.s[v.i:v.i+len(word)]) != word {
+		return false
+	}
+	v.i += len(word)
+	return true
+}
+
+// str checks a string: no control characters, only the escapes JSON has.
+// Bytes of 0x80 and above pass unchecked, as encoding/json lets them.
+func (v *jsonValidator) str() bool {
+	if v.i >= len(v.s) || v.s[v.i] != '"' {
+		return false
+	}
+	for i := v.i + 1; i < len(v.s); i++ {
+		switch c := v.s[i]; {
+		case c == '"':
+			v.i = i + 1
+			return true
+		case c < 0x20:
+			return false
+		case c == '\\':
+			i++
+			if i >= len(v.s) {
+				return false
+			}
+			switch v.s[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(v.s) {
+					return false
+				}
+				for _, h := range v.s[i+1 : i+5] {
+					if !isHex(h) {
+						return false
+					}
+				}
+				i += 4
+			default:
+				return false
+			}
+		}
+	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+// number checks -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func (v *jsonValidator) number() bool {
+	s, i := v.s, v.i
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		d := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	v.i = i
+	return true
+}
+
+// maxFastValue bounds the payloads this decoder takes and maxFastDepth
+// their nesting (encoding/json refuses more than 10000 levels); anything
+// beyond is rare and goes through encoding/json.
+const (
+	maxFastValue = 1 << 20
+	maxFastDepth = 1000
+)

@@ -1,0 +1,126 @@
+package protocol
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// decodeWithEncodingJSON decodes body the way decodeJSON did before the
+// fast decoder: json.Unmarshal into a fresh value.
+func decodeWithEncodingJSON[T any](body []byte) (*T, error) {
+	v := new(T)
+	err := json.Unmarshal(body, v)
+	return v, err
+}
+
+// checkFastAgrees fails when the fast decoder accepts body but
+// encoding/json refuses it or decodes something else.
+func checkFastAgrees[T any](t *testing.T, body []byte) bool {
+	t.Helper()
+	fast := new(T)
+	if !fastDecode(body, fast) {
+		return false
+	}
+	slow, err := decodeWithEncodingJSON[T](body)
+	if err != nil {
+		t.Fatalf("fast decoder accepted what encoding/json refuses (%v): %q", err, body)
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		fj, _ := json.Marshal(fast)
+		sj, _ := json.Marshal(slow)
+		t.Fatalf("fast decoder differs from encoding/json on %q:\nfast %s\njson %s", body, fj, sj)
+	}
+	return true
+}
+
+func TestFastDecodeTakesTheUsualShapes(t *testing.T) {
+	usual := []string{
+		`{"jobs":[{"type":"bench","queue":"q","payload":{"seq":1,"t":1764467000000000000,"s":"xxxx"}}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":{"a":[1,2.5,"x\"y",null,true,{}]},"priority":7,"ready_at":1764467000000,` +
+			`"retry_limit":3,"unique_key":"u-1","unique_while":"queued","budgets":[{"key":"k1","cost":2},{"key":"k2"}]},` +
+			"\n {\"queue\":\"q\",\"type\":\"t\",\"payload\":\"text\",\"budgets\":[]}]}",
+		`{"jobs":[]}`,
+		` { "jobs" : [ { "type" : "t" , "queue" : "q" , "payload" : 12 } ] } `,
+		`{"jobs":[{"type":"t","queue":"q","payload":true},{"type":"t","queue":"q","payload":-1.5e3}]}`,
+	}
+	for _, body := range usual {
+		if !checkFastAgrees[BulkEnqueueRequest](t, []byte(body)) {
+			t.Errorf("fast decoder gave up on a usual body: %s", body)
+		}
+	}
+	single := `{"type":"t","queue":"q","payload":{"n":1},"priority":65535,"budgets":[{"key":"k","cost":4294967295}]}`
+	if !checkFastAgrees[EnqueueRequest](t, []byte(single)) {
+		t.Errorf("fast decoder gave up on a usual single enqueue: %s", single)
+	}
+}
+
+func TestFastDecodeGivesUpOnTheUnusual(t *testing.T) {
+	unusual := []string{
+		`{"jobs":[{"type":"t\u0041","queue":"q","payload":1}]}`,      // escape in a name
+		`{"jobs":[{"type":"tÿ","queue":"q","payload":1}]}`,           // non-ASCII
+		`{"jobs":[{"Type":"t","queue":"q","payload":1}]}`,            // case-folded key
+		`{"jobs":[{"type":"t","type":"u","queue":"q","payload":1}]}`, // repeated key
+		`{"jobs":[{"type":"t","queue":"q","payload":null}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"priority":65536}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"priority":1.0}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"priority":01}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"priority":-1}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"ready_at":99999999999999999999}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"backoff":{"exponent":1,"base_ms":1,"jitter_ms":1}}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","create_with":{"allocation":1}}]}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[null]}]}`,
+		`{"jobs":[null]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":{"a":1]}}]}`, // invalid payload
+		`{"jobs":[{"type":"t","queue":"q","payload":tru}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1}]} x`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1}],"more":1}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1},]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}]}`,
+	}
+	for _, body := range unusual {
+		if fastDecode([]byte(body), new(BulkEnqueueRequest)) {
+			t.Errorf("fast decoder took an unusual body it should leave to encoding/json: %s", body)
+		}
+	}
+}
+
+// TestDecodeJSONSameResultBothPaths checks that decodeJSON (fast path
+// first) and encoding/json agree on the usual bodies, required-field errors
+// included.
+func TestDecodeJSONSameResultBothPaths(t *testing.T) {
+	for _, body := range []string{
+		`{"jobs":[{"type":"t","queue":"q"}]}`,
+		`{"jobs":[{"type":"t","payload":1}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"cost":1}]}]}`,
+	} {
+		fastErr := decodeJSON([]byte(body), new(BulkEnqueueRequest))
+		slow, err := decodeWithEncodingJSON[BulkEnqueueRequest]([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slowErr := slow.checkRequired()
+		if fastErr == nil || slowErr == nil || fastErr.Error() != slowErr.Error() {
+			t.Errorf("%s: fast path error %v, encoding/json path error %v", body, fastErr, slowErr)
+		}
+	}
+}
+
+// FuzzFastDecodeMatchesEncodingJSON is the differential check: whatever the
+// fast decoder accepts, encoding/json must accept and decode the same.
+func FuzzFastDecodeMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"jobs":[{"type":"t","queue":"q","payload":{"a":[1,2.5,"x\"y",null,true,{}]},"priority":7,"ready_at":17,"retry_limit":3,"unique_key":"u","unique_while":"queued","budgets":[{"key":"k1","cost":2},{"key":"k2"}]}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1},{"type":"t","queue":"q","payload":"s"}]}`,
+		`{"jobs":[]}`,
+		`{"type":"t","queue":"q","payload":[],"budgets":[]}`,
+		`{"type":"t","queue":"q","payload":-0.5e-3 }`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkFastAgrees[BulkEnqueueRequest](t, body)
+		checkFastAgrees[EnqueueRequest](t, body)
+	})
+}
