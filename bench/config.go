@@ -110,6 +110,9 @@ type Config struct {
 	Tiny bool
 	// LogLevel of the harness's own logs.
 	LogLevel string
+	// CPUProfile, when set, is where the harness writes its own CPU
+	// profile (the client side; the server has its own --cpu-profile).
+	CPUProfile string
 }
 
 // stringList is a repeatable string flag.
@@ -200,6 +203,7 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&c.DispatchLog, "dispatch-log", "", "write a CSV of every time_based dispatch and its deviation to this file")
 	fs.BoolVar(&c.Tiny, "tiny", false, "preset small enough for CI (a few seconds)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "harness log level: debug, info, warn, error")
+	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write the harness's own CPU profile (client side) to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./bench [flags]\n\nFlags left unset take the scenario's default (see config.go).\n\n")
 		fs.PrintDefaults()

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"time"
 )
 
@@ -39,6 +40,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sigs <-ch
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "bench")
+	if cfg.CPUProfile != "" {
+		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: --cpu-profile: %v\n", err)
+			return exitUsage
+		}
+		defer stop()
+	}
 	rep, err := execute(ctx, cfg, log, sigs)
 	if err != nil {
 		log.Error("run failed", "err", err)
@@ -205,4 +214,20 @@ func newRunID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// startCPUProfile profiles the harness process into path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"expvar"
 	"flag"
 	"fmt"
 	"io"
@@ -244,8 +245,8 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
-// servePprof serves the runtime profiles on their own listener until the
-// process exits.
+// servePprof serves the runtime profiles and expvar counters (badger's
+// among them) on their own listener until the process exits.
 func servePprof(addr string, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -256,6 +257,7 @@ func servePprof(addr string, log *slog.Logger) error {
 	mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	mux.Handle("/debug/vars", expvar.Handler()) // badger publishes its counters here
 	log.Info("pprof listening", "addr", ln.Addr().String())
 	go func() { _ = http.Serve(ln, mux) }()
 	return nil
