@@ -198,6 +198,9 @@ func (r *runner) checkEnqueued(path string, body []byte, resp response, n int) b
 			return true
 		}
 	} else {
+		if got, lastID, err := scanEnqueueReply(resp.body); err == nil && got == n && lastID != "" {
+			return true
+		}
 		var many struct {
 			Jobs []struct {
 				ID string `json:"id"`
@@ -319,8 +322,8 @@ func (r *runner) stream(ctx context.Context, workerID string, out chan<- deliver
 			continue
 		}
 		now := r.now()
-		var f takeFrame
-		if err := json.Unmarshal(line, &f); err != nil || f.ID == "" {
+		f, err := decodeTakeFrame(line)
+		if err != nil || f.ID == "" {
 			r.c.unknown.Add(1)
 			r.errs.add("take-frame", "GET", "/jobs/take", nil, 200, line, fmt.Errorf("undecodable frame: %v", err))
 			continue
