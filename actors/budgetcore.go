@@ -3,8 +3,6 @@ package actors
 import (
 	"math"
 
-	"github.com/google/btree"
-
 	"github.com/tollgate/tollgate/protocol"
 )
 
@@ -42,7 +40,7 @@ type budgetCore struct {
 	holds    map[string]uint32 // job id -> reserved cost
 	inFlight uint64            // committed cost of jobs still in flight
 
-	parked  *btree.BTreeG[JobRef]
+	parked  *orderedSet[JobRef]
 	parkedN map[string]uint16 // id -> priority: finds its ref in parked
 
 	// consumed reports whether some open take stream consumes a queue; a
@@ -65,7 +63,7 @@ func newBudgetCore(key string, def protocol.Definition, now uint64, consumed fun
 		key:      key,
 		def:      def,
 		holds:    make(map[string]uint32),
-		parked:   btree.NewG(16, refLess),
+		parked:   newOrderedSet(refLess),
 		parkedN:  make(map[string]uint16),
 		consumed: consumed,
 	}

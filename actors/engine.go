@@ -152,10 +152,10 @@ type engine struct {
 	// byID and byQueue are every stored job's ID (unfinished and retained
 	// finished), in ID order, overall and per queue: the indexes of the
 	// query endpoints (query.go).
-	byID    *btree.BTreeG[string]
-	byQueue map[string]*btree.BTreeG[string]
-	byType  map[string]*btree.BTreeG[string] // the same per type
-	byKey   map[string]*btree.BTreeG[string] // the same per bound budget key
+	byID    *orderedSet[string]
+	byQueue map[string]*orderedSet[string]
+	byType  map[string]*orderedSet[string] // the same per type
+	byKey   map[string]*orderedSet[string] // the same per bound budget key
 
 	streams        map[uint64]*stream
 	order          []*stream
@@ -214,10 +214,10 @@ func newEngine(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consume
 		purgeOrder:  btree.NewG(16, terminalLess),
 		sched:       newSchedSet(),
 		queueCounts: make(map[string]int),
-		byID:        btree.NewG(32, idLess),
-		byQueue:     make(map[string]*btree.BTreeG[string]),
-		byType:      make(map[string]*btree.BTreeG[string]),
-		byKey:       make(map[string]*btree.BTreeG[string]),
+		byID:        newOrderedSet(idLess),
+		byQueue:     make(map[string]*orderedSet[string]),
+		byType:      make(map[string]*orderedSet[string]),
+		byKey:       make(map[string]*orderedSet[string]),
 		streams:     make(map[uint64]*stream),
 		consumed:    consumed,
 		budgets:     make(map[string]*budgetEntry),
@@ -1082,16 +1082,16 @@ func (e *engine) indexKeys(j *protocol.Job, add bool) {
 	}
 }
 
-func addToIndex(m map[string]*btree.BTreeG[string], k, id string) {
+func addToIndex(m map[string]*orderedSet[string], k, id string) {
 	t := m[k]
 	if t == nil {
-		t = btree.NewG(32, idLess)
+		t = newOrderedSet(idLess)
 		m[k] = t
 	}
 	t.ReplaceOrInsert(id)
 }
 
-func dropFromIndex(m map[string]*btree.BTreeG[string], k, id string) {
+func dropFromIndex(m map[string]*orderedSet[string], k, id string) {
 	if t := m[k]; t != nil {
 		t.Delete(id)
 		if t.Len() == 0 {
@@ -1111,7 +1111,7 @@ func (e *engine) decStored(j *protocol.Job) {
 func (e *engine) addToQueue(id, q string) {
 	t := e.byQueue[q]
 	if t == nil {
-		t = btree.NewG(32, idLess)
+		t = newOrderedSet(idLess)
 		e.byQueue[q] = t
 	}
 	t.ReplaceOrInsert(id)
@@ -1177,10 +1177,10 @@ func (e *engine) reset(now uint64, reply func(any)) {
 	e.sched.Clear(false)
 	e.completedTotal, e.deadTotal = 0, 0
 	e.queueCounts = make(map[string]int)
-	e.byID.Clear(false)
-	e.byQueue = make(map[string]*btree.BTreeG[string])
-	e.byType = make(map[string]*btree.BTreeG[string])
-	e.byKey = make(map[string]*btree.BTreeG[string])
+	e.byID.Clear()
+	e.byQueue = make(map[string]*orderedSet[string])
+	e.byType = make(map[string]*orderedSet[string])
+	e.byKey = make(map[string]*orderedSet[string])
 	e.budgets = make(map[string]*budgetEntry)
 	e.unique = make(map[string]string)
 	for _, s := range e.streams {

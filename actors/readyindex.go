@@ -1,9 +1,5 @@
 package actors
 
-import (
-	"github.com/google/btree"
-)
-
 // readyItem orders ready jobs by (priority, id).
 type readyItem struct {
 	priority uint16
@@ -22,19 +18,19 @@ func readyLess(a, b readyItem) bool {
 // one tree per queue for streams that name their queues, and one over all
 // queues for streams that take everything.
 type readyIndex struct {
-	all     *btree.BTreeG[readyItem]
-	byQueue map[string]*btree.BTreeG[readyItem]
+	all     *orderedSet[readyItem]
+	byQueue map[string]*orderedSet[readyItem]
 }
 
 func newReadyIndex() *readyIndex {
-	return &readyIndex{all: btree.NewG(32, readyLess), byQueue: make(map[string]*btree.BTreeG[readyItem])}
+	return &readyIndex{all: newOrderedSet(readyLess), byQueue: make(map[string]*orderedSet[readyItem])}
 }
 
 func (r *readyIndex) add(it readyItem) {
 	r.all.ReplaceOrInsert(it)
 	q := r.byQueue[it.queue]
 	if q == nil {
-		q = btree.NewG(32, readyLess)
+		q = newOrderedSet(readyLess)
 		r.byQueue[it.queue] = q
 	}
 	q.ReplaceOrInsert(it)

@@ -1,0 +1,256 @@
+package actors
+
+import "sort"
+
+// orderedSet is a sorted set of items, used for the engine's ID indexes,
+// the ready index and each budget's parked list. Its items mostly arrive
+// in increasing order (SCRU128 ids are minted in order, and a priority
+// class is served oldest first) and mostly leave from the front. So it is
+// a list of sorted chunks: an item past the end is appended to the last
+// chunk, which fills completely (a B-tree splits its full right-most node
+// in half and so leaves every node half empty under ordered inserts), and
+// a chunk emptied at the front is dropped in O(1). An insert elsewhere
+// splits a full chunk in two; a delete merges a chunk that fell below a
+// quarter into a neighbour with room. Method names follow google/btree's.
+type orderedSet[T any] struct {
+	less   func(a, b T) bool
+	chunks [][]T // each sorted and non-empty; chunk k's items precede chunk k+1's
+	n      int
+}
+
+// orderedChunk is the capacity of a chunk.
+const orderedChunk = 128
+
+func newOrderedSet[T any](less func(a, b T) bool) *orderedSet[T] {
+	return &orderedSet[T]{less: less}
+}
+
+// Len is the number of items.
+func (s *orderedSet[T]) Len() int { return s.n }
+
+// Clear removes every item.
+func (s *orderedSet[T]) Clear() {
+	s.chunks = nil
+	s.n = 0
+}
+
+// locate returns the chunk that holds item or would hold it (the first
+// whose last item is not less than item; len(chunks) when item is past the
+// end) and the item's position in it.
+func (s *orderedSet[T]) locate(item T) (ci, i int, found bool) {
+	ci = sort.Search(len(s.chunks), func(k int) bool {
+		c := s.chunks[k]
+		return !s.less(c[len(c)-1], item)
+	})
+	if ci == len(s.chunks) {
+		return ci, 0, false
+	}
+	c := s.chunks[ci]
+	i = sort.Search(len(c), func(k int) bool { return !s.less(c[k], item) })
+	return ci, i, i < len(c) && !s.less(item, c[i])
+}
+
+// ReplaceOrInsert adds item, replacing an equal one; it returns the
+// replaced item.
+func (s *orderedSet[T]) ReplaceOrInsert(item T) (old T, replaced bool) {
+	if len(s.chunks) == 0 {
+		s.chunks = append(s.chunks, s.newChunk(item))
+		s.n++
+		return old, false
+	}
+	ci, i, found := s.locate(item)
+	if found {
+		old = s.chunks[ci][i]
+		s.chunks[ci][i] = item
+		return old, true
+	}
+	s.n++
+	if ci == len(s.chunks) {
+		// past the end: append to the last chunk, or start a new one
+		last := s.chunks[ci-1]
+		if len(last) < orderedChunk {
+			s.chunks[ci-1] = append(last, item)
+		} else {
+			s.chunks = append(s.chunks, s.newChunk(item))
+		}
+		return old, false
+	}
+	c := s.chunks[ci]
+	if len(c) < orderedChunk {
+		s.chunks[ci] = insertAt(c, i, item)
+		return old, false
+	}
+	// full: split in two halves and insert into the half it belongs to
+	half := orderedChunk / 2
+	right := make([]T, orderedChunk-half, orderedChunk-half+1)
+	copy(right, c[half:])
+	clear(c[half:])
+	left := c[:half]
+	if i <= half {
+		left = insertAt(left, i, item)
+	} else {
+		right = insertAt(right, i-half, item)
+	}
+	s.chunks[ci] = left
+	s.chunks = insertAt(s.chunks, ci+1, right)
+	return old, false
+}
+
+// newChunk starts a chunk small: a set that stays small (a budget with a
+// few parked jobs) should not pay for a full chunk; append grows it.
+func (s *orderedSet[T]) newChunk(item T) []T {
+	c := make([]T, 1, 4)
+	c[0] = item
+	return c
+}
+
+func insertAt[E any](c []E, i int, item E) []E {
+	var zero E
+	c = append(c, zero)
+	copy(c[i+1:], c[i:])
+	c[i] = item
+	return c
+}
+
+// Delete removes the item equal to item and returns it.
+func (s *orderedSet[T]) Delete(item T) (old T, ok bool) {
+	ci, i, found := s.locate(item)
+	if !found {
+		return old, false
+	}
+	c := s.chunks[ci]
+	old = c[i]
+	copy(c[i:], c[i+1:])
+	var zero T
+	c[len(c)-1] = zero
+	c = c[:len(c)-1]
+	s.n--
+	switch {
+	case len(c) == 0 && ci == 0:
+		s.chunks[0] = nil
+		s.chunks = s.chunks[1:] // the usual case: served from the front
+	case len(c) == 0:
+		s.removeChunk(ci)
+	default:
+		s.chunks[ci] = c
+		s.mergeSparse(ci)
+	}
+	return old, true
+}
+
+// mergeSparse folds chunk ci into a neighbour when it fell below a quarter
+// and the neighbour has room, so that deletes in the middle do not leave
+// many nearly empty chunks behind.
+func (s *orderedSet[T]) mergeSparse(ci int) {
+	c := s.chunks[ci]
+	if len(c) >= orderedChunk/4 {
+		return
+	}
+	if ci > 0 && len(s.chunks[ci-1])+len(c) <= orderedChunk {
+		s.chunks[ci-1] = append(s.chunks[ci-1], c...)
+		s.removeChunk(ci)
+	} else if ci+1 < len(s.chunks) && len(s.chunks[ci+1])+len(c) <= orderedChunk {
+		next := s.chunks[ci+1]
+		s.chunks[ci] = append(c, next...)
+		s.removeChunk(ci + 1)
+	}
+}
+
+func (s *orderedSet[T]) removeChunk(ci int) {
+	copy(s.chunks[ci:], s.chunks[ci+1:])
+	s.chunks[len(s.chunks)-1] = nil
+	s.chunks = s.chunks[:len(s.chunks)-1]
+}
+
+// Get returns the item equal to item.
+func (s *orderedSet[T]) Get(item T) (T, bool) {
+	ci, i, found := s.locate(item)
+	if !found {
+		var zero T
+		return zero, false
+	}
+	return s.chunks[ci][i], true
+}
+
+// Has reports whether an item equal to item is in the set.
+func (s *orderedSet[T]) Has(item T) bool {
+	_, _, found := s.locate(item)
+	return found
+}
+
+// Min returns the first item.
+func (s *orderedSet[T]) Min() (T, bool) {
+	if len(s.chunks) == 0 {
+		var zero T
+		return zero, false
+	}
+	return s.chunks[0][0], true
+}
+
+// Ascend calls fn with every item in order until fn returns false.
+func (s *orderedSet[T]) Ascend(fn func(T) bool) {
+	s.ascendFrom(0, 0, fn)
+}
+
+// AscendGreaterOrEqual calls fn in order with the items not less than
+// pivot until fn returns false.
+func (s *orderedSet[T]) AscendGreaterOrEqual(pivot T, fn func(T) bool) {
+	ci, i, _ := s.locate(pivot)
+	s.ascendFrom(ci, i, fn)
+}
+
+// AscendLessThan calls fn in order with the items less than pivot until fn
+// returns false.
+func (s *orderedSet[T]) AscendLessThan(pivot T, fn func(T) bool) {
+	s.Ascend(func(item T) bool { return s.less(item, pivot) && fn(item) })
+}
+
+func (s *orderedSet[T]) ascendFrom(ci, i int, fn func(T) bool) {
+	for ; ci < len(s.chunks); ci, i = ci+1, 0 {
+		for _, item := range s.chunks[ci][i:] {
+			if !fn(item) {
+				return
+			}
+		}
+	}
+}
+
+// Descend calls fn with every item in reverse order until fn returns false.
+func (s *orderedSet[T]) Descend(fn func(T) bool) {
+	if len(s.chunks) == 0 {
+		return
+	}
+	last := len(s.chunks) - 1
+	s.descendFrom(last, len(s.chunks[last])-1, fn)
+}
+
+// DescendLessOrEqual calls fn in reverse order with the items not greater
+// than pivot until fn returns false.
+func (s *orderedSet[T]) DescendLessOrEqual(pivot T, fn func(T) bool) {
+	ci, i, found := s.locate(pivot)
+	if !found {
+		i-- // the last item before pivot's place
+		if ci == len(s.chunks) {
+			ci, i = ci-1, -1
+			if ci >= 0 {
+				i = len(s.chunks[ci]) - 1
+			}
+		}
+	}
+	s.descendFrom(ci, i, fn)
+}
+
+func (s *orderedSet[T]) descendFrom(ci, i int, fn func(T) bool) {
+	for ci >= 0 {
+		c := s.chunks[ci]
+		for ; i >= 0; i-- {
+			if !fn(c[i]) {
+				return
+			}
+		}
+		ci--
+		if ci >= 0 {
+			i = len(s.chunks[ci]) - 1
+		}
+	}
+}

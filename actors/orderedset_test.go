@@ -1,0 +1,149 @@
+package actors
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestOrderedSetMatchesSortedSlice runs random operations, biased towards
+// the shapes the engine produces (appends past the end, deletes from the
+// front), against a sorted slice and compares every read.
+func TestOrderedSetMatchesSortedSlice(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		s := newOrderedSet(func(a, b int) bool { return a < b })
+		var ref []int
+		next := 0
+		for op := range 30000 {
+			switch r := rng.IntN(10); {
+			case r < 4: // append past the end, as minted ids do
+				if len(ref) > 0 {
+					next = max(next, ref[len(ref)-1])
+				}
+				next += 1 + rng.IntN(3)
+				s.ReplaceOrInsert(next)
+				ref = append(ref, next)
+			case r < 6: // anywhere, maybe a duplicate
+				v := rng.IntN(next + 10)
+				_, replaced := s.ReplaceOrInsert(v)
+				i, found := slices.BinarySearch(ref, v)
+				if replaced != found {
+					t.Fatalf("seed %d op %d: insert %d replaced=%v, want %v", seed, op, v, replaced, found)
+				}
+				if !found {
+					ref = slices.Insert(ref, i, v)
+				}
+			case r < 8 && len(ref) > 0: // delete from the front
+				k := min(rng.IntN(3), len(ref)-1)
+				if _, ok := s.Delete(ref[k]); !ok {
+					t.Fatalf("seed %d op %d: delete %d not found", seed, op, ref[k])
+				}
+				ref = slices.Delete(ref, k, k+1)
+			default: // delete anything, maybe missing
+				v := rng.IntN(next + 10)
+				_, ok := s.Delete(v)
+				i, found := slices.BinarySearch(ref, v)
+				if ok != found {
+					t.Fatalf("seed %d op %d: delete %d ok=%v, want %v", seed, op, v, ok, found)
+				}
+				if found {
+					ref = slices.Delete(ref, i, i+1)
+				}
+			}
+			if s.Len() != len(ref) {
+				t.Fatalf("seed %d op %d: Len %d, want %d", seed, op, s.Len(), len(ref))
+			}
+			if op%997 == 0 {
+				checkOrderedSet(t, s, ref, rng.IntN(next+10))
+			}
+		}
+		checkOrderedSet(t, s, ref, next/2)
+	}
+}
+
+func checkOrderedSet(t *testing.T, s *orderedSet[int], ref []int, pivot int) {
+	t.Helper()
+	var got []int
+	s.Ascend(func(v int) bool { got = append(got, v); return true })
+	if !slices.Equal(got, ref) && !(len(got) == 0 && len(ref) == 0) {
+		t.Fatalf("Ascend: %d items, want %d", len(got), len(ref))
+	}
+	for _, c := range s.chunks {
+		if len(c) == 0 || len(c) > orderedChunk {
+			t.Fatalf("chunk of %d items", len(c))
+		}
+	}
+	got = got[:0]
+	s.AscendGreaterOrEqual(pivot, func(v int) bool { got = append(got, v); return true })
+	i, _ := slices.BinarySearch(ref, pivot)
+	if want := ref[i:]; !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Fatalf("AscendGreaterOrEqual(%d): %v..., want %v...", pivot, head(got), head(want))
+	}
+	got = got[:0]
+	s.AscendLessThan(pivot, func(v int) bool { got = append(got, v); return true })
+	if want := ref[:i]; !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Fatalf("AscendLessThan(%d): %v..., want %v...", pivot, head(got), head(want))
+	}
+	got = got[:0]
+	s.DescendLessOrEqual(pivot, func(v int) bool { got = append(got, v); return true })
+	j, found := slices.BinarySearch(ref, pivot)
+	if found {
+		j++
+	}
+	want := slices.Clone(ref[:j])
+	slices.Reverse(want)
+	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Fatalf("DescendLessOrEqual(%d): %v..., want %v...", pivot, head(got), head(want))
+	}
+	got = got[:0]
+	s.Descend(func(v int) bool { got = append(got, v); return len(got) < 5 })
+	want = slices.Clone(ref[max(0, len(ref)-5):])
+	slices.Reverse(want)
+	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Fatalf("Descend (first 5): %v, want %v", got, want)
+	}
+	if m, ok := s.Min(); ok != (len(ref) > 0) || (ok && m != ref[0]) {
+		t.Fatalf("Min %d %v", m, ok)
+	}
+	if len(ref) > 0 {
+		v := ref[len(ref)/2]
+		if g, ok := s.Get(v); !ok || g != v {
+			t.Fatalf("Get(%d) = %d, %v", v, g, ok)
+		}
+	}
+}
+
+func head(v []int) []int { return v[:min(len(v), 8)] }
+
+// TestOrderedSetFillsChunksOnAppend checks the point of the structure:
+// ordered inserts fill every chunk, and draining from the front frees them.
+func TestOrderedSetFillsChunksOnAppend(t *testing.T) {
+	s := newOrderedSet(func(a, b int) bool { return a < b })
+	for i := range 100 * orderedChunk {
+		s.ReplaceOrInsert(i)
+	}
+	if len(s.chunks) != 100 {
+		t.Fatalf("%d chunks for %d ordered items, want 100", len(s.chunks), 100*orderedChunk)
+	}
+	for i := range 100 * orderedChunk {
+		if _, ok := s.Delete(i); !ok {
+			t.Fatalf("delete %d", i)
+		}
+	}
+	if len(s.chunks) != 0 || s.Len() != 0 {
+		t.Fatalf("%d chunks, %d items left", len(s.chunks), s.Len())
+	}
+}
+
+func BenchmarkOrderedSetFIFO(b *testing.B) {
+	s := newOrderedSet(func(a, b int) bool { return a < b })
+	for i := range 10000 {
+		s.ReplaceOrInsert(i)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		s.ReplaceOrInsert(10000 + i)
+		s.Delete(i)
+	}
+}
