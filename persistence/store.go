@@ -101,6 +101,11 @@ func Open(cfg Config) (*Store, error) {
 		// crash; fsync mode adds an explicit db.Sync per group commit.
 		WithSyncWrites(false).
 		WithNumVersionsToKeep(1).
+		// Every write goes through the one committer goroutine and no
+		// transaction reads before it writes (checkVersion runs alone at
+		// open), so there is never a conflict to detect: skip the per-key
+		// bookkeeping.
+		WithDetectConflicts(false).
 		WithCompactL0OnClose(false)
 	if cfg.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
