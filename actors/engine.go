@@ -165,6 +165,12 @@ type engine struct {
 	reservingTotal int
 	consumed       *consumedSet
 	flushPending   []*stream
+	// inBatch is set while a batch of budget answers is handled: pump then
+	// only notes pumpWanted, and runs once when the batch ends, so that a
+	// batch of N answers costs one pass over the streams and one commit of
+	// the jobs it dispatched, not N of each.
+	inBatch    bool
+	pumpWanted bool
 
 	budgets map[string]*budgetEntry
 	unique  map[string]string // unique key -> holder job id
@@ -487,6 +493,10 @@ func (s *stream) room() int {
 // pump hands ready jobs to streams with room, one job per stream per round
 // so streams share fairly, until no stream can take or no job qualifies.
 func (e *engine) pump(now uint64) {
+	if e.inBatch {
+		e.pumpWanted = true
+		return
+	}
 	if len(e.order) > 0 && e.ready.len() > 0 {
 		n := len(e.order)
 		start := e.rr % n
@@ -514,6 +524,18 @@ func (e *engine) pump(now uint64) {
 		}
 	}
 	e.flush()
+}
+
+// beginBatch defers pumping until endBatch (see inBatch).
+func (e *engine) beginBatch() { e.inBatch = true }
+
+// endBatch pumps once if anything handled since beginBatch asked to.
+func (e *engine) endBatch(now uint64) {
+	e.inBatch = false
+	if e.pumpWanted {
+		e.pumpWanted = false
+		e.pump(now)
+	}
 }
 
 // dispatch marks a job in flight on s; flush persists and delivers it.

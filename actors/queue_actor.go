@@ -115,9 +115,11 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *JobsWoken:
 		a.eng.onJobsWoken(now, m)
 	case *queueBatch:
+		a.eng.beginBatch()
 		for _, inner := range m.Msgs {
 			a.handle(ctx, inner, now)
 		}
+		a.eng.endBatch(now)
 	case *JobsDue:
 		a.eng.onJobsDue(now, m.IDs)
 	case *reapTick:
