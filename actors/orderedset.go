@@ -38,10 +38,14 @@ func (s *orderedSet[T]) Clear() {
 // whose last item is not less than item; len(chunks) when item is past the
 // end) and the item's position in it.
 func (s *orderedSet[T]) locate(item T) (ci, i int, found bool) {
-	ci = sort.Search(len(s.chunks), func(k int) bool {
-		c := s.chunks[k]
-		return !s.less(c[len(c)-1], item)
-	})
+	if len(s.chunks) > 0 && !s.less(s.chunks[0][len(s.chunks[0])-1], item) {
+		ci = 0 // the usual delete: an item near the front
+	} else {
+		ci = sort.Search(len(s.chunks), func(k int) bool {
+			c := s.chunks[k]
+			return !s.less(c[len(c)-1], item)
+		})
+	}
 	if ci == len(s.chunks) {
 		return ci, 0, false
 	}
