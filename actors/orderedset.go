@@ -75,7 +75,10 @@ func (s *orderedSet[T]) ReplaceOrInsert(item T) (old T, replaced bool) {
 		if len(last) < orderedChunk {
 			s.chunks[ci-1] = append(last, item)
 		} else {
-			s.chunks = append(s.chunks, s.newChunk(item))
+			// the set is large and growing at the end: start full-size
+			c := make([]T, 1, orderedChunk)
+			c[0] = item
+			s.chunks = append(s.chunks, c)
 		}
 		return old, false
 	}

@@ -3,6 +3,7 @@ package actors
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -145,5 +146,74 @@ func BenchmarkOrderedSetFIFO(b *testing.B) {
 	for i := range b.N {
 		s.ReplaceOrInsert(10000 + i)
 		s.Delete(i)
+	}
+}
+
+// wideItem is larger than an int and holds a pointer, so chunks grow past
+// orderedChunk slots of capacity and stale references would be visible.
+type wideItem struct {
+	key  int
+	name string
+	pad  [4]uint64
+}
+
+// TestOrderedSetChunksOwnTheirArrays runs random operations on wide items
+// and checks after each that no two chunks share a backing array, that
+// unused capacity holds no item (nothing kept alive), and that the values
+// ReplaceOrInsert and Delete return are the replaced and deleted items.
+func TestOrderedSetChunksOwnTheirArrays(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 13))
+	s := newOrderedSet(func(a, b wideItem) bool { return a.key < b.key })
+	ref := map[int]string{}
+	next := 0
+	for op := range 20000 {
+		var v int
+		switch r := rng.IntN(10); {
+		case r < 5:
+			next += 1 + rng.IntN(2)
+			v = next
+		default:
+			v = rng.IntN(next + 5)
+		}
+		name := strconv.Itoa(op)
+		if rng.IntN(3) == 0 {
+			old, ok := s.Delete(wideItem{key: v})
+			want, found := ref[v]
+			if ok != found || (ok && old.name != want) {
+				t.Fatalf("op %d: Delete(%d) = %q %v, want %q %v", op, v, old.name, ok, want, found)
+			}
+			delete(ref, v)
+		} else {
+			old, replaced := s.ReplaceOrInsert(wideItem{key: v, name: name})
+			want, found := ref[v]
+			if replaced != found || (replaced && old.name != want) {
+				t.Fatalf("op %d: ReplaceOrInsert(%d) replaced %q %v, want %q %v", op, v, old.name, replaced, want, found)
+			}
+			ref[v] = name
+		}
+		if s.Len() != len(ref) {
+			t.Fatalf("op %d: Len %d, want %d", op, s.Len(), len(ref))
+		}
+		arrays := map[*wideItem]bool{}
+		for _, c := range s.chunks {
+			full := c[:cap(c)]
+			if arrays[&full[0]] {
+				t.Fatalf("op %d: two chunks share a backing array", op)
+			}
+			arrays[&full[0]] = true
+			for _, spare := range full[len(c):] {
+				if spare != (wideItem{}) {
+					t.Fatalf("op %d: spare capacity still holds item %d", op, spare.key)
+				}
+			}
+		}
+	}
+	for k, name := range ref {
+		if got, ok := s.Get(wideItem{key: k}); !ok || got.name != name || !s.Has(wideItem{key: k}) {
+			t.Fatalf("Get(%d) = %q %v, want %q", k, got.name, ok, name)
+		}
+	}
+	if s.Has(wideItem{key: -1}) {
+		t.Fatal("Has(-1) on a set without it")
 	}
 }

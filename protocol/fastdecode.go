@@ -278,8 +278,9 @@ func (d *fastDecoder) end() bool {
 	return d.i == len(d.s)
 }
 
-// plainString reads a string of printable ASCII without escapes and
-// returns its contents (a slice of the body).
+// plainString reads a string of ASCII without control characters or
+// escapes (DEL passes, as encoding/json decodes it unchanged) and returns
+// its contents (a slice of the body).
 func (d *fastDecoder) plainString() ([]byte, bool) {
 	if !d.consume('"') {
 		return nil, false
