@@ -354,6 +354,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.EnqueueSync)
 	e.createBudgets(created, createdOrder, batch)
 	ids := make([]string, len(m.Jobs))
+	viewArray := make([]protocol.JobView, len(m.Jobs)) // one allocation for the new jobs' views
 	for i, nj := range m.Jobs {
 		if views[i] != nil {
 			continue
@@ -378,7 +379,8 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		e.claimUnique(&job)
 		ids[i] = job.ID
 		e.storeNewJob(&job, batch)
-		views[i] = job.EnqueueView(now, false, false)
+		job.FillEnqueueView(&viewArray[i], now, false, false)
+		views[i] = &viewArray[i]
 		if job.Status == protocol.StatusScheduled {
 			en.state = stScheduled
 			e.out.schedule(job.ID, job.ReadyAt)

@@ -163,10 +163,27 @@ func (j *Job) FillView(v *JobView, p *Payload, now uint64, withPayload bool) {
 // EnqueueView is the enqueue-response variant: no payload, duplicate and
 // folded always present.
 func (j *Job) EnqueueView(now uint64, duplicate, folded bool) *JobView {
-	v := j.View(now, false)
-	v.Duplicate = &duplicate
-	v.Folded = &folded
+	v := new(JobView)
+	j.FillEnqueueView(v, now, duplicate, folded)
 	return v
+}
+
+// FillEnqueueView overwrites *v with EnqueueView(now, duplicate, folded),
+// so that a bulk enqueue can fill one array of views.
+func (j *Job) FillEnqueueView(v *JobView, now uint64, duplicate, folded bool) {
+	j.FillView(v, nil, now, false)
+	v.Duplicate = boolRef(duplicate)
+	v.Folded = boolRef(folded)
+}
+
+// the two values a view's optional flags point to; views are read-only
+var viewTrue, viewFalse = true, false
+
+func boolRef(b bool) *bool {
+	if b {
+		return &viewTrue
+	}
+	return &viewFalse
 }
 
 // ErrorRecord is one failure of a job (SPEC §6.5).
