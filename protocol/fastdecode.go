@@ -1,7 +1,7 @@
 package protocol
 
 // This file decodes the common shapes of enqueue requests (POST /jobs and
-// POST /jobs/bulk) without reflection. It accepts a strict subset of what
+// POST /jobs/bulk) and bulk acks (POST /jobs/success) without reflection. It accepts a strict subset of what
 // encoding/json accepts and gives up (ok == false) on anything else:
 // strings with escapes or non-ASCII bytes, keys it does not know or sees
 // twice, null, the backoff, retention, batch and create_with objects, and
@@ -31,8 +31,45 @@ func fastDecode(body []byte, v any) bool {
 		}
 		*r = j.req
 		return true
+	case *AckManyRequest:
+		ids, ok := d.ackMany()
+		if !ok {
+			return false
+		}
+		*r = AckManyRequest{IDs: ids}
+		return true
 	}
 	return false
+}
+
+// ackMany decodes {"ids":["...", ...]} and nothing else.
+func (d *fastDecoder) ackMany() ([]string, bool) {
+	if !d.consume('{') {
+		return nil, false
+	}
+	if key, ok := d.plainString(); !ok || string(key) != "ids" || !d.consume(':') || !d.consume('[') {
+		return nil, false
+	}
+	ids := []string{}
+	if !d.consume(']') {
+		for {
+			id, ok := d.plainString()
+			if !ok {
+				return nil, false
+			}
+			ids = append(ids, string(id))
+			if d.consume(']') {
+				break
+			}
+			if !d.consume(',') {
+				return nil, false
+			}
+		}
+	}
+	if !d.consume('}') || !d.end() {
+		return nil, false
+	}
+	return ids, true
 }
 
 // fastDecoder is a cursor over a JSON body plus a cache of the short names

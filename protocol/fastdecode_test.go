@@ -50,6 +50,11 @@ func TestFastDecodeTakesTheUsualShapes(t *testing.T) {
 			t.Errorf("fast decoder gave up on a usual body: %s", body)
 		}
 	}
+	for _, body := range []string{`{"ids":["0abc","0abd"]}`, `{ "ids" : [ ] }`} {
+		if !checkFastAgrees[AckManyRequest](t, []byte(body)) {
+			t.Errorf("fast decoder gave up on a usual bulk ack: %s", body)
+		}
+	}
 	single := `{"type":"t","queue":"q","payload":{"n":1},"priority":65535,"budgets":[{"key":"k","cost":4294967295}]}`
 	if !checkFastAgrees[EnqueueRequest](t, []byte(single)) {
 		t.Errorf("fast decoder gave up on a usual single enqueue: %s", single)
@@ -84,6 +89,11 @@ func TestFastDecodeGivesUpOnTheUnusual(t *testing.T) {
 			t.Errorf("fast decoder took an unusual body it should leave to encoding/json: %s", body)
 		}
 	}
+	for _, body := range []string{`{"ids":["a\u0041"]}`, `{"ids":null}`, `{"ids":[1]}`, `{"IDS":["a"]}`, `{"ids":["a"],"ids":["b"]}`, `{"ids":["a",]}`} {
+		if fastDecode([]byte(body), new(AckManyRequest)) {
+			t.Errorf("fast decoder took an unusual bulk ack: %s", body)
+		}
+	}
 }
 
 // TestDecodeJSONSameResultBothPaths checks that decodeJSON (fast path
@@ -116,11 +126,13 @@ func FuzzFastDecodeMatchesEncodingJSON(f *testing.F) {
 		`{"jobs":[]}`,
 		`{"type":"t","queue":"q","payload":[],"budgets":[]}`,
 		`{"type":"t","queue":"q","payload":-0.5e-3 }`,
+		`{"ids":["a","b"]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkFastAgrees[BulkEnqueueRequest](t, body)
 		checkFastAgrees[EnqueueRequest](t, body)
+		checkFastAgrees[AckManyRequest](t, body)
 	})
 }
