@@ -140,13 +140,21 @@ func appendJSONString(dst []byte, s string) []byte {
 // else takes the encoding/json path.
 func plainJSON(p []byte) bool {
 	for _, c := range p {
-		switch c {
-		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2:
+		if notPlain[c] {
 			return false
 		}
 	}
 	return true
 }
+
+// notPlain marks the bytes plainJSON refuses (a table: this runs over every
+// payload a take stream writes).
+var notPlain = func() (t [256]bool) {
+	for _, c := range []byte{' ', '\t', '\n', '\r', '<', '>', '&', 0xE2} {
+		t[c] = true
+	}
+	return t
+}()
 
 func jobViewPayloadLen(v *JobView) int {
 	if v == nil || v.Payload == nil {
