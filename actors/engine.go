@@ -554,9 +554,11 @@ func (e *engine) dispatch(now uint64, en *entry, s *stream) {
 	if len(s.outbox) == 0 {
 		e.flushPending = append(e.flushPending, s)
 		if s.outbox == nil && s.prefetch > 0 {
-			// The batch usually fills the prefetch window: size it once
-			// instead of growing it job by job.
-			s.outbox = make([]protocol.Job, 0, min(s.prefetch, 256))
+			// The batch usually fills the stream's free room (this job
+			// included): size it once instead of growing it job by job,
+			// but no bigger, since a window that is mostly in flight frees
+			// only a few slots at a time.
+			s.outbox = make([]protocol.Job, 0, min(s.room()+1, 256))
 		}
 	}
 	s.outbox = append(s.outbox, *en.job)
