@@ -44,32 +44,15 @@ func fastDecode(body []byte, v any) bool {
 
 // ackMany decodes {"ids":["...", ...]} and nothing else.
 func (d *fastDecoder) ackMany() ([]string, bool) {
-	if !d.consume('{') {
-		return nil, false
-	}
-	if key, ok := d.plainString(); !ok || string(key) != "ids" || !d.consume(':') || !d.consume('[') {
-		return nil, false
-	}
 	ids := []string{}
-	if !d.consume(']') {
-		for {
+	ok := d.soleField("ids", func() bool {
+		return d.array(func() bool {
 			id, ok := d.plainString()
-			if !ok {
-				return nil, false
-			}
 			ids = append(ids, string(id))
-			if d.consume(']') {
-				break
-			}
-			if !d.consume(',') {
-				return nil, false
-			}
-		}
-	}
-	if !d.consume('}') || !d.end() {
-		return nil, false
-	}
-	return ids, true
+			return ok
+		})
+	})
+	return ids, ok
 }
 
 // fastDecoder is a cursor over a JSON body plus a cache of the short names
@@ -115,50 +98,26 @@ const (
 
 // bulk decodes {"jobs":[job, ...]} and nothing else.
 func (d *fastDecoder) bulk() ([]*EnqueueRequest, bool) {
-	if !d.consume('{') {
-		return nil, false
-	}
-	if key, ok := d.plainString(); !ok || string(key) != "jobs" || !d.consume(':') || !d.consume('[') {
-		return nil, false
-	}
 	jobs := []*EnqueueRequest{}
-	if !d.consume(']') {
-		for {
+	ok := d.soleField("jobs", func() bool {
+		return d.array(func() bool {
 			j, ok := d.job()
-			if !ok {
-				return nil, false
+			if ok {
+				jobs = append(jobs, &j.req)
 			}
-			jobs = append(jobs, &j.req)
-			if d.consume(']') {
-				break
-			}
-			if !d.consume(',') {
-				return nil, false
-			}
-		}
-	}
-	if !d.consume('}') || !d.end() {
-		return nil, false
-	}
-	return jobs, true
+			return ok
+		})
+	})
+	return jobs, ok
 }
 
 // job decodes one job object.
 func (d *fastDecoder) job() (*fastJob, bool) {
-	if !d.consume('{') {
-		return nil, false
-	}
 	j := &fastJob{}
-	if d.consume('}') {
-		return j, true
-	}
 	seen := 0
-	for {
-		key, ok := d.plainString()
-		if !ok || !d.consume(':') {
-			return nil, false
-		}
+	ok := d.object(func(key []byte) bool {
 		var bit int
+		ok := false
 		switch string(key) {
 		case "type":
 			bit = seenType
@@ -209,80 +168,101 @@ func (d *fastDecoder) job() (*fastJob, bool) {
 			bit = seenBudgets
 			j.req.Budgets, ok = d.bindings()
 		default:
-			return nil, false
+			return false
 		}
 		if !ok || seen&bit != 0 {
-			return nil, false
+			return false
 		}
 		seen |= bit
-		if d.consume('}') {
-			return j, true
-		}
-		if !d.consume(',') {
-			return nil, false
-		}
-	}
+		return true
+	})
+	return j, ok
 }
 
 // bindings decodes [{"key":..., "cost":...}, ...].
 func (d *fastDecoder) bindings() ([]*BindingRequest, bool) {
-	if !d.consume('[') {
-		return nil, false
-	}
 	out := []*BindingRequest{}
+	ok := d.array(func() bool {
+		b := &fastBinding{}
+		var seenKey, seenCost bool
+		ok := d.object(func(key []byte) bool {
+			var ok bool
+			switch string(key) {
+			case "key":
+				if seenKey {
+					return false
+				}
+				seenKey = true
+				b.key, ok = d.name()
+				b.req.Key = &b.key
+			case "cost":
+				if seenCost {
+					return false
+				}
+				seenCost = true
+				var n uint64
+				n, ok = d.uint(1<<32 - 1)
+				b.cost = uint32(n)
+				b.req.Cost = &b.cost
+			}
+			return ok
+		})
+		out = append(out, &b.req)
+		return ok
+	})
+	return out, ok
+}
+
+// soleField decodes {"<name>": value} with nothing after it; value
+// decodes the field's value.
+func (d *fastDecoder) soleField(name string, value func() bool) bool {
+	if !d.consume('{') {
+		return false
+	}
+	key, ok := d.plainString()
+	return ok && string(key) == name && d.consume(':') && value() && d.consume('}') && d.end()
+}
+
+// array decodes a JSON array, calling elem to decode each element.
+func (d *fastDecoder) array(elem func() bool) bool {
+	if !d.consume('[') {
+		return false
+	}
 	if d.consume(']') {
-		return out, true
+		return true
 	}
 	for {
-		if !d.consume('{') {
-			return nil, false
+		if !elem() {
+			return false
 		}
-		b := &fastBinding{}
-		if !d.consume('}') {
-			var seenKey, seenCost bool
-			for {
-				key, ok := d.plainString()
-				if !ok || !d.consume(':') {
-					return nil, false
-				}
-				switch string(key) {
-				case "key":
-					if seenKey {
-						return nil, false
-					}
-					seenKey = true
-					if b.key, ok = d.name(); !ok {
-						return nil, false
-					}
-					b.req.Key = &b.key
-				case "cost":
-					if seenCost {
-						return nil, false
-					}
-					seenCost = true
-					n, ok := d.uint(1<<32 - 1)
-					if !ok {
-						return nil, false
-					}
-					b.cost = uint32(n)
-					b.req.Cost = &b.cost
-				default:
-					return nil, false
-				}
-				if d.consume('}') {
-					break
-				}
-				if !d.consume(',') {
-					return nil, false
-				}
-			}
-		}
-		out = append(out, &b.req)
 		if d.consume(']') {
-			return out, true
+			return true
 		}
 		if !d.consume(',') {
-			return nil, false
+			return false
+		}
+	}
+}
+
+// object decodes a JSON object, calling field with each key (a plain
+// string, see plainString) to decode its value.
+func (d *fastDecoder) object(field func(key []byte) bool) bool {
+	if !d.consume('{') {
+		return false
+	}
+	if d.consume('}') {
+		return true
+	}
+	for {
+		key, ok := d.plainString()
+		if !ok || !d.consume(':') || !field(key) {
+			return false
+		}
+		if d.consume('}') {
+			return true
+		}
+		if !d.consume(',') {
+			return false
 		}
 	}
 }
