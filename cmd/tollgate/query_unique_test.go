@@ -74,19 +74,10 @@ func uqHeld(scope, state string) bool {
 	return false
 }
 
-// uqDupOf is the §6.9 table: a holder in state makes a new enqueue of scope
-// while a duplicate.
-func uqDupOf(while, state string) bool {
-	switch state {
-	case "scheduled", "ready":
-		return true
-	case "in_flight":
-		return while != "queued"
-	case "completed", "dead":
-		return while == "exists"
-	}
-	return false
-}
+// uqDupOf(while, state) is the §6.9 table read from the new job's side:
+// a holder in state makes a new enqueue with unique_while while a duplicate
+// exactly when a holder of scope while keeps its key in that state.
+var uqDupOf = uqHeld
 
 var uqStates = []string{"scheduled", "ready", "in_flight", "completed", "dead", "deleted"}
 
