@@ -43,6 +43,10 @@ type EngineConfig struct {
 	// it, the payload is stored apart and read when the job is written to
 	// its stream (Engine.LoadPayloads).
 	PayloadCacheBytes int
+	// GroupMinJobs is the size from which the jobs of one enqueue request
+	// are stored as a group, one record for all of them (default 4; see
+	// records.go).
+	GroupMinJobs int
 }
 
 // outbox is how the engine acts on the world; the queue actor implements
@@ -77,6 +81,10 @@ type entry struct {
 	resv     *reservation
 	inSched  bool   // in e.sched (statusindex.go)
 	schedAt  uint64 // its ready_at there
+	// grp is the stored group the job belongs to (nil: stored alone);
+	// override is set once the member has its own record (records.go).
+	grp      *persistence.Group
+	override bool
 }
 
 // reservation is a job gathering holds from its budgets in key order.
@@ -95,6 +103,7 @@ type terminalJob struct {
 	job      *protocol.Job // without payload; kept only for unique-key holders
 	meta     *protocol.Job // without payload, for the query filters
 	dead     bool
+	grp      *persistence.Group // its stored group (it then has its own record)
 }
 
 func terminalLess(a, b terminalJob) bool {
@@ -243,29 +252,33 @@ func (e *engine) loadBudget(b protocol.Budget) {
 // loadJob adds a stored job at startup; in-flight jobs return to ready and
 // are rewritten in batch. It returns whether the job was recovered from
 // in flight.
-func (e *engine) loadJob(now uint64, j *protocol.Job, batch *persistence.Batch) (recovered bool) {
+func (e *engine) loadJob(now uint64, j *protocol.Job, m persistence.Member, batch *persistence.Batch) (recovered bool) {
 	internNames(j)
 	e.noteLoadedKey(j)
 	if j.Status.Terminal() {
 		if j.Purged(now) {
-			batch.DeleteJob(j.ID, j.Attempts, j.Payload == nil)
+			deleteRecord(j, m.Group, m.Override, batch)
 			return false
 		}
 		e.addStored(j)
-		e.addTerminal(j)
+		e.addTerminal(j, m.Group)
 		if j.UniqueKey != "" && j.UniqueWhile == protocol.UniqueExists {
 			e.claimUnique(j)
 		}
 		return false
 	}
 	e.addStored(j)
-	e.loadPayload(j, batch)
 	en := &entry{job: j}
+	if m.Group != nil {
+		e.joinGroup(en, m.Group, m.Override)
+	} else {
+		e.loadPayload(j, batch)
+	}
 	e.jobs[j.ID] = en
 	e.bind(j)
 	if j.Status == protocol.StatusInFlight {
 		j.Status = protocol.StatusReady
-		batch.PutJob(j)
+		e.putRecord(en, batch)
 		recovered = true
 		if j.UniqueWhile == protocol.UniqueQueued {
 			e.recoveredUnique = append(e.recoveredUnique, j)
@@ -355,6 +368,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 	e.createBudgets(created, createdOrder, batch)
 	ids := make([]string, len(m.Jobs))
 	viewArray := make([]protocol.JobView, len(m.Jobs)) // one allocation for the new jobs' views
+	stored := make([]*entry, 0, len(m.Jobs))
 	for i, nj := range m.Jobs {
 		if views[i] != nil {
 			continue
@@ -378,7 +392,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		e.bind(&job)
 		e.claimUnique(&job)
 		ids[i] = job.ID
-		e.storeNewJob(&job, batch)
+		stored = append(stored, en)
 		job.FillEnqueueView(&viewArray[i], now, false, false)
 		views[i] = &viewArray[i]
 		if job.Status == protocol.StatusScheduled {
@@ -392,6 +406,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 	for i, k := range holderIndex {
 		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
 	}
+	e.storeNewJobs(stored, batch)
 	e.persistThenReply(batch, reply, &EnqueueJobsResponse{Jobs: views})
 	e.pump(now)
 }
@@ -627,7 +642,7 @@ func (e *engine) flush() {
 			continue
 		}
 		for i := range s.outbox {
-			batch.PutJob(&s.outbox[i])
+			e.putDispatched(e.jobs[s.outbox[i].ID], batch)
 		}
 		s.writerBusy = true
 		deliveries = append(deliveries, delivery{s.deliver, s.outbox})
@@ -868,7 +883,7 @@ func (e *engine) closeStream(now uint64, id uint64, reply func(any)) {
 		en := s.inFlight[id]
 		e.leaveInFlight(en)
 		en.job.Status = protocol.StatusReady
-		batch.PutJob(en.job)
+		e.putRecord(en, batch)
 		e.reclaimUnique(en.job)
 		e.makeReady(en)
 		e.tracer.job(EventRequeued, en.job, s.id)
@@ -938,19 +953,21 @@ func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persiste
 	if retention == 0 {
 		e.releaseUnique(j)
 		e.decStored(j)
-		batch.DeleteJob(j.ID, j.Attempts, j.Payload == nil)
+		deleteRecord(j, en.grp, en.override, batch)
 		return
 	}
 	if completed {
 		j.CompletedAt = now
 	}
 	j.PurgeAt = now + retention
-	batch.PutJob(j)
-	e.addTerminal(j)
+	e.putRecord(en, batch)
+	e.addTerminal(j, en.grp)
 }
 
-func (e *engine) addTerminal(j *protocol.Job) {
-	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts, apart: j.Payload == nil, dead: j.Status == protocol.StatusDead}
+// addTerminal keeps what memory needs of a retained finished job; g is its
+// stored group, if any.
+func (e *engine) addTerminal(j *protocol.Job, g *persistence.Group) {
+	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts, apart: g == nil && j.Payload == nil, dead: j.Status == protocol.StatusDead, grp: g}
 	c := *j
 	c.Payload = nil
 	t.meta = &c
@@ -1011,7 +1028,7 @@ func (e *engine) fail(now uint64, m *FailJob, reply func(any)) {
 		}
 		j.Status = protocol.StatusScheduled
 		batch.PutError(j.ID, rec)
-		batch.PutJob(j)
+		e.putRecord(en, batch)
 		view = j.View(now, false)
 		view.Status = protocol.StatusScheduled
 		en.state = stScheduled
@@ -1062,13 +1079,13 @@ func (e *engine) removeJob(now uint64, id string, batch *persistence.Batch) bool
 		e.unbind(en.job)
 		e.releaseUnique(en.job)
 		e.decStored(en.job)
-		batch.DeleteJob(id, en.job.Attempts, en.job.Payload == nil)
+		deleteRecord(en.job, en.grp, en.override, batch)
 		e.dropPayload(en.job)
 		return true
 	}
 	if t, ok := e.terminal[id]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
 		e.dropTerminal(t)
-		batch.DeleteJob(id, t.attempts, t.apart)
+		deleteTerminal(t, batch)
 		return true
 	}
 	return false
@@ -1172,7 +1189,7 @@ func (e *engine) reap(now uint64) {
 			break
 		}
 		e.dropTerminal(t)
-		batch.DeleteJob(t.id, t.attempts, t.apart)
+		deleteTerminal(t, batch)
 		n++
 	}
 	e.out.persist(batch, nil)
@@ -1185,11 +1202,11 @@ func (e *engine) reset(now uint64, reply func(any)) {
 		}
 	}()
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
-	for id, en := range e.jobs {
-		batch.DeleteJob(id, en.job.Attempts, en.job.Payload == nil)
+	for _, en := range e.jobs {
+		deleteRecord(en.job, en.grp, en.override, batch)
 	}
-	for id, t := range e.terminal {
-		batch.DeleteJob(id, t.attempts, t.apart)
+	for _, t := range e.terminal {
+		deleteTerminal(t, batch)
 	}
 	for key := range e.budgets {
 		batch.DeleteBudget(key)

@@ -65,7 +65,7 @@ func TestReaperRemovesExpiredFinishedJobs(t *testing.T) {
 	e, out := testEngine(EngineConfig{})
 	for i, purgeAt := range []uint64{3000, 1000, 2000} {
 		j := &protocol.Job{ID: string(rune('a' + i)), Queue: "q", Status: protocol.StatusCompleted, PurgeAt: purgeAt}
-		e.loadJob(0, j, persistence.NewBatch(false))
+		e.loadJob(0, j, persistence.Member{}, persistence.NewBatch(false))
 	}
 	if got := e.listQueues(); len(got) != 1 {
 		t.Fatalf("queues = %v", got)

@@ -40,6 +40,9 @@ func (c EngineConfig) WithDefaults() EngineConfig {
 	if c.PayloadCacheBytes == 0 {
 		c.PayloadCacheBytes = 64 << 20
 	}
+	if c.GroupMinJobs == 0 {
+		c.GroupMinJobs = 4
+	}
 	return c
 }
 

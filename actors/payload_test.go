@@ -16,13 +16,18 @@ import (
 // startOnDir starts an engine on the badger store in dir with the given
 // payload cache bound; stop closes both.
 func startOnDir(t *testing.T, dir string, cacheBytes int) (e *Engine, stop func()) {
+	return startOnDirWith(t, dir, EngineConfig{PayloadCacheBytes: cacheBytes})
+}
+
+// startOnDirWith is startOnDir with a whole engine configuration.
+func startOnDirWith(t *testing.T, dir string, cfg EngineConfig) (e *Engine, stop func()) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store, err := persistence.Open(persistence.Config{Dir: dir, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err = Start(Config{Store: store, Logger: log, Engine: EngineConfig{PayloadCacheBytes: cacheBytes}})
+	e, err = Start(Config{Store: store, Logger: log, Engine: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,15 +59,26 @@ func takeAll(t *testing.T, e *Engine, n int) []protocol.Job {
 
 func payloadOf(i int) []byte { return fmt.Appendf(nil, `{"i":%03d}`, i) }
 
-// TestPayloadCacheBoundAndRestart enqueues 10 jobs with a cache of 4
-// payloads: the first 4 keep theirs in memory, the other 6 are delivered
-// without and read from the store by LoadPayloads. It then restarts with a
-// cache of 2 (the loaded inline payloads beyond it move apart) and once more
-// with a large cache, and every job always arrives with its own payload.
+// TestPayloadCacheBoundAndRestart enqueues 10 jobs in one bulk with a cache
+// of 4 payloads: the first 4 keep theirs in memory, the other 6 are
+// delivered without and read from the store by LoadPayloads. It then
+// restarts with a cache of 2 and once more with a large cache, and every
+// job always arrives with its own payload. Stored alone, the loaded inline
+// payloads beyond the cache move apart at the second start and stay there;
+// stored as a group, every payload stays in the group, so the large cache
+// holds them all again.
 func TestPayloadCacheBoundAndRestart(t *testing.T) {
+	t.Run("alone", func(t *testing.T) { testPayloadCacheBoundAndRestart(t, 1000, 2) })
+	t.Run("group", func(t *testing.T) { testPayloadCacheBoundAndRestart(t, 0, 10) })
+}
+
+func testPayloadCacheBoundAndRestart(t *testing.T, groupMinJobs, lastInMemory int) {
 	dir := t.TempDir()
 	size := len(payloadOf(0))
-	e, stop := startOnDir(t, dir, 4*size)
+	start := func(cacheBytes int) (*Engine, func()) {
+		return startOnDirWith(t, dir, EngineConfig{PayloadCacheBytes: cacheBytes, GroupMinJobs: groupMinJobs})
+	}
+	e, stop := start(4 * size)
 	jobs := make([]*protocol.NewJob, 10)
 	for i := range jobs {
 		jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q", Priority: protocol.DefaultPriority, Payload: payloadOf(i)}}
@@ -99,12 +115,12 @@ func TestPayloadCacheBoundAndRestart(t *testing.T) {
 	check("first run", takeAll(t, e, 10), 4)
 	stop()
 
-	e, stop = startOnDir(t, dir, 2*size)
+	e, stop = start(2 * size)
 	check("restart with a smaller cache", takeAll(t, e, 10), 2)
 	stop()
 
-	e, stop = startOnDir(t, dir, 1<<20)
-	check("restart with a large cache", takeAll(t, e, 10), 2)
+	e, stop = start(1 << 20)
+	check("restart with a large cache", takeAll(t, e, 10), lastInMemory)
 	for id := range index {
 		v, err := e.GetJob(context.Background(), id)
 		if err != nil || v.Payload == nil || string(*v.Payload) != string(payloadOf(index[id])) {

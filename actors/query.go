@@ -324,7 +324,7 @@ func (e *engine) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 			continue
 		}
 		e.patchEntry(now, en, m.Patch)
-		batch.PutJob(en.job)
+		e.putRecord(en, batch)
 		n++
 		if m.Single {
 			view = en.job.View(now, false)

@@ -190,8 +190,8 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	// so each job's writes stay in one transaction and none grows past
 	// what badger takes in one (a store of any size can start).
 	batch := persistence.NewBatch(true)
-	err = a.store.ScanJobs(func(j *protocol.Job) error {
-		if a.eng.loadJob(now, j, batch) {
+	err = a.store.ScanJobs(func(j *protocol.Job, m persistence.Member) error {
+		if a.eng.loadJob(now, j, m, batch) {
 			a.stats.Recovered++
 		}
 		if batch.Size() >= loadChunkBytes || batch.Len() >= loadChunkWrites {

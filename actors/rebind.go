@@ -181,7 +181,7 @@ func (e *engine) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	e.createBudgets(created, createdOrder, batch)
 	e.applyBindings(en, list)
-	batch.PutJob(j)
+	e.putRecord(en, batch)
 	e.persistThenReply(batch, reply, &JobResponse{Job: j.View(now, false)})
 	e.pump(now)
 }

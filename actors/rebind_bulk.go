@@ -85,7 +85,7 @@ func (e *engine) rebindJobs(now uint64, m *RebindJobs, reply func(any)) {
 			continue
 		}
 		e.applyBindings(en, list)
-		batch.PutJob(en.job)
+		e.putRecord(en, batch)
 		resp.Changed++
 	}
 	e.persistThenReply(batch, reply, resp)

@@ -87,10 +87,10 @@ func TestStatusIndexMatchesFullScan(t *testing.T) {
 	const now = 1000
 
 	b := persistence.NewBatch(false)
-	e.loadJob(now, &protocol.Job{ID: "l1", Queue: "q", Status: protocol.StatusScheduled, ReadyAt: 3000}, b)
-	e.loadJob(now, &protocol.Job{ID: "l2", Queue: "q", Status: protocol.StatusInFlight, ReadyAt: 10}, b)
-	e.loadJob(now, &protocol.Job{ID: "l3", Queue: "q", Status: protocol.StatusCompleted, PurgeAt: 4000}, b)
-	e.loadJob(now, &protocol.Job{ID: "l4", Queue: "q", Status: protocol.StatusDead, PurgeAt: 20_000}, b)
+	e.loadJob(now, &protocol.Job{ID: "l1", Queue: "q", Status: protocol.StatusScheduled, ReadyAt: 3000}, persistence.Member{}, b)
+	e.loadJob(now, &protocol.Job{ID: "l2", Queue: "q", Status: protocol.StatusInFlight, ReadyAt: 10}, persistence.Member{}, b)
+	e.loadJob(now, &protocol.Job{ID: "l3", Queue: "q", Status: protocol.StatusCompleted, PurgeAt: 4000}, persistence.Member{}, b)
+	e.loadJob(now, &protocol.Job{ID: "l4", Queue: "q", Status: protocol.StatusDead, PurgeAt: 20_000}, persistence.Member{}, b)
 	e.finishLoad()
 	checkStatusCounts(t, e, "load", nows...)
 

@@ -12,10 +12,12 @@ import (
 // Records are encoded when they are added, so the caller may keep changing
 // its own copies afterwards.
 type Batch struct {
-	ops  []op
-	size int
-	sync bool
-	err  error
+	ops   []op
+	size  int
+	sync  bool
+	err   error
+	marks []pendingMarks // group marks, written when the batch is sealed
+	kills []*Group       // groups whose last member left in this batch
 }
 
 // NewBatch returns an empty batch; sync asks for fsync before it counts as
@@ -23,7 +25,9 @@ type Batch struct {
 func NewBatch(sync bool) *Batch { return &Batch{sync: sync} }
 
 // Empty reports whether the batch holds no writes.
-func (b *Batch) Empty() bool { return len(b.ops) == 0 && b.err == nil }
+func (b *Batch) Empty() bool {
+	return len(b.ops) == 0 && len(b.marks) == 0 && len(b.kills) == 0 && b.err == nil
+}
 
 // Sync marks the batch as needing fsync.
 func (b *Batch) Sync() { b.sync = true }

@@ -11,6 +11,11 @@ import "encoding/binary"
 //	p/<job id>                   payload (version byte + JSON)  queue actor
 //	e/<job id>/<attempt u32>     error record                   queue actor
 //	b/<budget key>               budget record                  queue actor
+//	g/<first job id>             job group: its members' records queue actor
+//	g/<first job id>/<seq u32>   group mark: dispatches, removals queue actor
+//
+// A bulk enqueue stores its jobs as groups (group.go); a member's own
+// j/<id> record, when it has one, overrides the group's copy.
 //
 // The payload is written once, at enqueue, and never changes, so the many
 // rewrites of a job record as its status changes stay small.
@@ -23,6 +28,7 @@ var (
 	payloadPrefix = []byte("p/")
 	errorPrefix   = []byte("e/")
 	budgetPrefix  = []byte("b/")
+	groupPrefix   = []byte("g/")
 )
 
 func jobKey(id string) []byte {
@@ -48,4 +54,19 @@ func errorKey(id string, attempt uint32) []byte {
 func budgetKey(key string) []byte {
 	k := make([]byte, 0, len(budgetPrefix)+len(key))
 	return append(append(k, budgetPrefix...), key...)
+}
+
+func groupKey(first string) []byte {
+	k := make([]byte, 0, len(groupPrefix)+len(first))
+	return append(append(k, groupPrefix...), first...)
+}
+
+// markPrefix is the prefix of a group's marks: its key and a slash.
+func markPrefix(first string) []byte {
+	k := make([]byte, 0, len(groupPrefix)+len(first)+5)
+	return append(append(append(k, groupPrefix...), first...), '/')
+}
+
+func markKey(first string, seq uint32) []byte {
+	return binary.BigEndian.AppendUint32(markPrefix(first), seq)
 }

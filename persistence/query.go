@@ -4,57 +4,48 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/tollgate/tollgate/protocol"
 )
 
-// ScanJobsFrom calls fn for stored jobs in ID order (descending when desc),
-// starting after the job ID from (exclusive; "" starts at the first or last
-// job). fn returns false to stop. The iteration reads one consistent
-// snapshot and never loads more than one record at a time.
+// ScanJobsFrom calls fn for stored jobs with their payloads in ID order
+// (descending when desc), starting after the job ID from (exclusive; ""
+// starts at the first or last job). fn returns false to stop. It reads
+// every job first (tests and diagnostics: the server selects IDs from
+// memory and reads records with GetJob).
 func (s *Store) ScanJobsFrom(from string, desc bool, fn func(*protocol.Job) (bool, error)) error {
-	return s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = jobPrefix
-		opts.PrefetchSize = 64
-		opts.Reverse = desc
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		var seek []byte
-		switch {
-		case from != "":
-			seek = jobKey(from)
-		case desc:
-			seek = append(append([]byte{}, jobPrefix...), 0xff)
-		default:
-			seek = jobPrefix
-		}
-		it.Seek(seek)
-		if from != "" && it.Valid() && bytes.Equal(it.Item().Key(), seek) {
-			it.Next()
-		}
-		for ; it.Valid(); it.Next() {
-			job := new(protocol.Job)
-			if err := it.Item().Value(func(v []byte) error { return protocol.UnmarshalRecord(v, job) }); err != nil {
-				return fmt.Errorf("persistence.ScanJobsFrom %s: %w", it.Item().Key(), err)
-			}
-			if job.Payload == nil {
-				if err := readPayload(txn, job); err != nil {
-					return fmt.Errorf("persistence.ScanJobsFrom: %w", err)
-				}
-			}
-			more, err := fn(job)
-			if err != nil {
-				return err
-			}
-			if !more {
-				return nil
-			}
+	var jobs []*protocol.Job
+	err := s.ScanJobs(func(j *protocol.Job, _ Member) error {
+		if from == "" || (!desc && j.ID > from) || (desc && j.ID < from) {
+			jobs = append(jobs, j)
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if desc {
+		slices.Reverse(jobs)
+	}
+	for _, j := range jobs {
+		if j.Payload == nil {
+			err := s.db.View(func(txn *badger.Txn) error { return readPayload(txn, j) })
+			if err != nil {
+				return fmt.Errorf("persistence.ScanJobsFrom: %w", err)
+			}
+		}
+		more, err := fn(j)
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+	return nil
 }
 
 // ListErrorsPage returns up to limit error records of a job in attempt

@@ -131,9 +131,11 @@ func Open(cfg Config) (*Store, error) {
 }
 
 // schemaVersion 2 may keep a payload apart from its job record, under
-// p/<id>. A version-1 store holds every payload inside its record, which
-// version 2 reads the same, so opening one only records the new version.
-const schemaVersion = 2
+// p/<id>; version 3 adds job groups (g/, group.go). An older store holds
+// neither, which version 3 reads the same, so opening one only records the
+// new version; an older binary refuses a version-3 store instead of
+// ignoring its groups.
+const schemaVersion = 3
 
 func (s *Store) checkVersion() error {
 	return s.db.Update(func(txn *badger.Txn) error {
@@ -177,6 +179,7 @@ func (s *Store) Close() error {
 // the committer goroutine, after the batch is durable per its commit mode
 // (or with the error that prevented it); it must not block.
 func (s *Store) Submit(b *Batch, done func(error)) {
+	b.seal()
 	if b.Empty() {
 		if done != nil {
 			done(nil)
@@ -303,22 +306,27 @@ func (s *Store) gcLoop() {
 	}
 }
 
-// GetJob reads one job with its payload; it returns protocol.ErrJobNotFound
-// when absent.
+// GetJob reads one job with its payload, from its own record or its group;
+// it returns protocol.ErrJobNotFound when absent.
 func (s *Store) GetJob(id string) (*protocol.Job, error) {
-	var job protocol.Job
+	var job *protocol.Job
 	err := s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(jobKey(id))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			job, err = getMember(txn, id)
+			return err
+		}
 		if err != nil {
 			return err
 		}
-		if err := item.Value(func(v []byte) error { return protocol.UnmarshalRecord(v, &job) }); err != nil {
+		job = new(protocol.Job)
+		if err := item.Value(func(v []byte) error { return protocol.UnmarshalRecord(v, job) }); err != nil {
 			return err
 		}
 		if job.Payload != nil {
 			return nil
 		}
-		return readPayload(txn, &job)
+		return readPayload(txn, job)
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, protocol.ErrJobNotFound
@@ -326,16 +334,17 @@ func (s *Store) GetJob(id string) (*protocol.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistence.GetJob %s: %w", id, err)
 	}
-	return &job, nil
+	return job, nil
 }
 
-// readPayload fills in job's payload from its own key.
+// readPayload fills in the payload of a job whose record holds none: from
+// its own key, or else from the group it belongs to.
 func readPayload(txn *badger.Txn, job *protocol.Job) error {
 	item, err := txn.Get(payloadKey(job.ID))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		// the record says the payload is apart: its absence is damage, not
-		// a missing job
-		return fmt.Errorf("payload of %s is missing from the store", job.ID)
+		// a member's own record: the payload is in its group (whose
+		// absence is damage, not a missing job)
+		return readMemberPayload(txn, job)
 	}
 	if err != nil {
 		return fmt.Errorf("payload of %s: %w", job.ID, err)
@@ -361,17 +370,37 @@ func setPayload(job *protocol.Job, v []byte) error {
 // next one, which is much cheaper than a point lookup per job.
 func (s *Store) LoadPayloads(jobs []protocol.Job) ([]protocol.Job, error) {
 	need := make([]int, 0, len(jobs))
+	var inGroups []int
 	for i := range jobs {
-		if jobs[i].Payload == nil {
+		switch {
+		case jobs[i].Payload != nil:
+		case jobs[i].PayloadGroup != "":
+			inGroups = append(inGroups, i)
+		default:
 			need = append(need, i)
 		}
 	}
-	if len(need) == 0 {
+	if len(need) == 0 && len(inGroups) == 0 {
 		return jobs, nil
 	}
 	slices.SortFunc(need, func(a, b int) int { return strings.Compare(jobs[a].ID, jobs[b].ID) })
 	found := make([]bool, len(jobs))
 	err := s.db.View(func(txn *badger.Txn) error {
+		// a batch's members mostly share a few groups: one read of each
+		slices.SortStableFunc(inGroups, func(a, b int) int { return strings.Compare(jobs[a].PayloadGroup, jobs[b].PayloadGroup) })
+		for start := 0; start < len(inGroups); {
+			end := start + 1
+			for end < len(inGroups) && jobs[inGroups[end]].PayloadGroup == jobs[inGroups[start]].PayloadGroup {
+				end++
+			}
+			if err := loadGroupPayloads(txn, jobs, inGroups[start:end], found); err != nil {
+				return err
+			}
+			start = end
+		}
+		if len(need) == 0 {
+			return nil
+		}
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = payloadPrefix
 		opts.PrefetchValues = false
@@ -414,28 +443,6 @@ func (s *Store) LoadPayloads(jobs []protocol.Job) ([]protocol.Job, error) {
 		}
 	}
 	return out, nil
-}
-
-// ScanJobs calls fn for every stored job in ID order, as its record holds
-// it: a payload stored apart is not read (it is nil).
-func (s *Store) ScanJobs(fn func(*protocol.Job) error) error {
-	return s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = jobPrefix
-		opts.PrefetchSize = 256
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			job := new(protocol.Job)
-			if err := it.Item().Value(func(v []byte) error { return protocol.UnmarshalRecord(v, job) }); err != nil {
-				return fmt.Errorf("persistence.ScanJobs %s: %w", it.Item().Key(), err)
-			}
-			if err := fn(job); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // LoadBudgets returns every stored budget in key order.

@@ -57,7 +57,7 @@ func TestGroupCommitConcurrentSubmitters(t *testing.T) {
 	defer s.Close()
 	n := 0
 	prev := ""
-	if err := s.ScanJobs(func(j *protocol.Job) error {
+	if err := s.ScanJobs(func(j *protocol.Job, _ Member) error {
 		if j.ID <= prev {
 			t.Fatalf("scan not in ID order: %s after %s", j.ID, prev)
 		}
@@ -194,7 +194,7 @@ func TestPayloadLivesApart(t *testing.T) {
 	if got, err := s.GetJob(inline.ID); err != nil || string(got.Payload) != string(inline.Payload) {
 		t.Fatalf("GetJob of a payload kept inline = %+v, %v", got, err)
 	}
-	_ = s.ScanJobs(func(sj *protocol.Job) error {
+	_ = s.ScanJobs(func(sj *protocol.Job, _ Member) error {
 		if (sj.Payload != nil) != (sj.ID == inline.ID) {
 			t.Errorf("ScanJobs of %s returned payload %q", sj.ID, sj.Payload)
 		}
@@ -216,7 +216,7 @@ func TestPayloadLivesApart(t *testing.T) {
 
 // TestSchemaVersionOneOpens opens a schema-version-1 store (every payload
 // inside its record): its jobs read back unchanged and the store is marked
-// version 2.
+// with the current schema version.
 func TestSchemaVersionOneOpens(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir)

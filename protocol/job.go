@@ -74,6 +74,10 @@ type Job struct {
 	UniqueWhile string     `msgpack:"unique_while,omitempty"`
 	Batch       *Batch     `msgpack:"batch,omitempty"`
 	Budgets     []Binding  `msgpack:"budgets,omitempty"`
+	// PayloadGroup names the stored job group (persistence) whose record
+	// holds the payload, when the job belongs to one; it is not part of
+	// the record.
+	PayloadGroup string `msgpack:"-"`
 }
 
 // VisibleStatus is the status a reader sees at time now: a scheduled job

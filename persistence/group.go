@@ -1,0 +1,316 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// Job groups.
+//
+// A bulk enqueue stores its jobs as one group: one badger entry, g/<first
+// id>, holding every member's record (payload included) instead of one entry
+// per job. What happens to a member afterwards is written as a small mark
+// under g/<first id>/<seq>:
+//
+//   - in flight: the member was dispatched at dequeued_at (the one change a
+//     job makes on its way from enqueue to ack besides finishing);
+//   - gone: the member finished or was deleted.
+//
+// Any other change (a failure, a requeue, a patch, a rebinding, a retained
+// finished state) writes the member's own record, j/<id>, without its
+// payload; that record then overrides the group's copy and any in-flight
+// mark, and the payload is still read from the group. When the last member
+// is gone, the group and all its marks are deleted in the same batch.
+//
+// So the hot path of a bulk of N jobs costs one record write, a few marks
+// per dispatch flush and per bulk ack, and the deletes of the group's keys,
+// instead of 3·N badger entries. The price: a group stays on disk until its
+// last member finishes, so one long-lived member keeps its siblings' bytes.
+
+// Group is a stored job group as the queue actor tracks it. Batches update
+// it as they are built, so it must only be used from the goroutine that
+// builds and submits batches, in submission order.
+type Group struct {
+	first string // the first member's ID: the group's key
+	live  int    // members not gone
+	marks uint32 // marks written so far; the next mark's sequence number
+	dead  bool   // deleted, with its marks
+}
+
+// First is the ID of the group's first member, which names the group.
+func (g *Group) First() string { return g.first }
+
+// Live is the number of members not gone.
+func (g *Group) Live() int { return g.live }
+
+// The mark kinds.
+const (
+	markInFlight byte = 'f'
+	markGone     byte = 'x'
+)
+
+// pendingMarks is what a batch will write as one mark of a group.
+type pendingMarks struct {
+	g   *Group
+	val []byte
+}
+
+// maxGroupRecordBytes bounds one group record: a bulk larger than this is
+// stored as several groups (badger keeps values under 1 MiB inline).
+const maxGroupRecordBytes = 512 << 10
+
+// PutGroups stores jobs, in ascending ID order, as groups of consecutive
+// members with their payloads, and returns the group of each job. Each
+// member is its ID, its record without the payload, and the payload. A group
+// record holds at most maxGroupRecordBytes, so a large bulk makes several.
+func (b *Batch) PutGroups(jobs []*protocol.Job) []*Group {
+	groups := make([]*Group, len(jobs))
+	var (
+		g   *Group
+		val []byte
+	)
+	emit := func() {
+		if g == nil {
+			return
+		}
+		key := groupKey(g.first)
+		b.size += len(key) + len(val) + 32
+		b.ops = append(b.ops, op{key: key, val: val})
+		g, val = nil, nil
+	}
+	for i, j := range jobs {
+		if i > 0 && jobs[i-1].ID >= j.ID {
+			b.fail(fmt.Errorf("persistence: group members out of ID order: %s after %s", j.ID, jobs[i-1].ID))
+			return groups
+		}
+		meta := *j
+		meta.Payload = nil
+		rec := protocol.AppendJobRecord(nil, &meta)
+		n := len(j.ID) + len(rec) + len(j.Payload) + 12
+		if g != nil && len(val)+n > maxGroupRecordBytes {
+			emit()
+		}
+		if g == nil {
+			g = &Group{first: j.ID}
+			val = append(make([]byte, 0, min(maxGroupRecordBytes, n*(len(jobs)-i)+1)), protocol.RecordVersion)
+		}
+		val = appendBytes(val, []byte(j.ID))
+		val = appendBytes(val, rec)
+		val = appendBytes(val, j.Payload)
+		g.live++
+		groups[i] = g
+	}
+	emit()
+	return groups
+}
+
+// PutMember writes a group member's own record, which overrides the
+// group's copy from now on. The payload stays in the group.
+func (b *Batch) PutMember(j *protocol.Job) {
+	meta := *j
+	meta.Payload = nil
+	b.set(jobKey(j.ID), &meta)
+}
+
+// MarkInFlight records that member id of g was dispatched at dequeuedAt.
+func (b *Batch) MarkInFlight(g *Group, id string, dequeuedAt uint64) {
+	val := b.marksOf(g)
+	val = appendBytes(append(val, markInFlight), []byte(id))
+	val = binary.AppendUvarint(val, dequeuedAt)
+	b.setMarks(g, val)
+}
+
+// DeleteMember removes member id of g: a gone mark (the group and its marks
+// are deleted when it was the last member), its own record when it has one
+// (override), and its error records (attempts 1..n).
+func (b *Batch) DeleteMember(g *Group, id string, attempts uint32, override bool) {
+	if override {
+		b.del(jobKey(id))
+	}
+	for a := uint32(1); a <= attempts; a++ {
+		b.del(errorKey(id, a))
+	}
+	if g.live <= 0 {
+		b.fail(fmt.Errorf("persistence: member %s of group %s removed twice", id, g.first))
+		return
+	}
+	g.live--
+	if g.live == 0 {
+		b.kills = append(b.kills, g)
+		return
+	}
+	val := b.marksOf(g)
+	b.setMarks(g, appendBytes(append(val, markGone), []byte(id)))
+}
+
+func (b *Batch) marksOf(g *Group) []byte {
+	for i := range b.marks {
+		if b.marks[i].g == g {
+			return b.marks[i].val
+		}
+	}
+	b.marks = append(b.marks, pendingMarks{g: g, val: []byte{protocol.RecordVersion}})
+	return b.marks[len(b.marks)-1].val
+}
+
+func (b *Batch) setMarks(g *Group, val []byte) {
+	for i := range b.marks {
+		if b.marks[i].g == g {
+			b.size += len(val) - len(b.marks[i].val)
+			b.marks[i].val = val
+			return
+		}
+	}
+}
+
+func (b *Batch) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// seal turns the batch's pending marks into writes, in submission order:
+// each group gets its next mark sequence number, and a group whose last
+// member left in this batch is deleted with every mark it has (its pending
+// mark is not written). A group that died in an earlier batch gets nothing.
+func (b *Batch) seal() {
+	for _, g := range b.kills {
+		if g.dead {
+			continue
+		}
+		g.dead = true
+		b.del(groupKey(g.first))
+		for seq := range g.marks {
+			b.del(markKey(g.first, seq))
+		}
+	}
+	for _, pm := range b.marks {
+		if pm.g.dead {
+			continue
+		}
+		key := markKey(pm.g.first, pm.g.marks)
+		pm.g.marks++
+		b.size += len(key) + 32
+		b.ops = append(b.ops, op{key: key, val: pm.val})
+	}
+	b.marks, b.kills = nil, nil
+}
+
+// appendBytes appends a uvarint-length-prefixed byte string.
+func appendBytes(dst, s []byte) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+}
+
+// ---------------------------------------------------------------- reading
+
+// groupMember is one member of a decoded group record; its slices point
+// into the record.
+type groupMember struct {
+	id      []byte
+	rec     []byte // its record without the payload (version byte, msgpack)
+	payload []byte
+}
+
+// memberState is what a group's marks say of one member.
+type memberState struct {
+	gone       bool
+	inFlight   bool
+	dequeuedAt uint64
+}
+
+var (
+	errBadGroup = errors.New("malformed group record")
+	errBadMark  = errors.New("malformed group mark")
+)
+
+// forEachMember calls fn for each member of a group record, in ID order,
+// until fn returns false.
+func forEachMember(val []byte, fn func(m groupMember) bool) error {
+	if len(val) == 0 || val[0] != protocol.RecordVersion {
+		return errBadGroup
+	}
+	for rest := val[1:]; len(rest) > 0; {
+		var m groupMember
+		var ok bool
+		if m.id, rest, ok = cutBytes(rest); !ok {
+			return errBadGroup
+		}
+		if m.rec, rest, ok = cutBytes(rest); !ok {
+			return errBadGroup
+		}
+		if m.payload, rest, ok = cutBytes(rest); !ok {
+			return errBadGroup
+		}
+		if !fn(m) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// forEachMark calls fn for each entry of one mark value.
+func forEachMark(val []byte, fn func(kind byte, id []byte, dequeuedAt uint64)) error {
+	if len(val) == 0 || val[0] != protocol.RecordVersion {
+		return errBadMark
+	}
+	for rest := val[1:]; len(rest) > 0; {
+		kind := rest[0]
+		id, r, ok := cutBytes(rest[1:])
+		if !ok {
+			return errBadMark
+		}
+		var at uint64
+		switch kind {
+		case markInFlight:
+			n := 0
+			if at, n = binary.Uvarint(r); n <= 0 {
+				return errBadMark
+			}
+			r = r[n:]
+		case markGone:
+		default:
+			return fmt.Errorf("unknown group mark kind %q", kind)
+		}
+		fn(kind, id, at)
+		rest = r
+	}
+	return nil
+}
+
+// apply folds one mark entry into a member's state.
+func (st *memberState) apply(kind byte, dequeuedAt uint64) {
+	switch kind {
+	case markInFlight:
+		st.inFlight, st.dequeuedAt = true, dequeuedAt
+	case markGone:
+		st.gone = true
+	}
+}
+
+// cutBytes splits a uvarint-length-prefixed byte string off b.
+func cutBytes(b []byte) (s, rest []byte, ok bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) < n {
+		return nil, nil, false
+	}
+	return b[k : k+int(n)], b[k+int(n):], true
+}
+
+// memberJob decodes a member into a job with its payload (copied) and
+// applies its state: an in-flight mark makes it in_flight since
+// dequeued_at.
+func memberJob(m groupMember, st memberState) (*protocol.Job, error) {
+	job := new(protocol.Job)
+	if err := protocol.UnmarshalRecord(m.rec, job); err != nil {
+		return nil, err
+	}
+	job.Payload = append(make([]byte, 0, len(m.payload)), m.payload...)
+	if st.inFlight {
+		job.Status = protocol.StatusInFlight
+		job.DequeuedAt = st.dequeuedAt
+	}
+	return job, nil
+}

@@ -1,0 +1,282 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+func commitTest(t *testing.T, s *Store, b *Batch) {
+	t.Helper()
+	if err := s.Commit(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scanAll returns every stored job by ID with how it is stored.
+func scanAll(t *testing.T, s *Store) (map[string]*protocol.Job, map[string]Member, []string) {
+	t.Helper()
+	jobs := make(map[string]*protocol.Job)
+	members := make(map[string]Member)
+	var order []string
+	err := s.ScanJobs(func(j *protocol.Job, m Member) error {
+		jobs[j.ID] = j
+		members[j.ID] = m
+		order = append(order, j.ID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs, members, order
+}
+
+// groupKeys lists the raw keys under g/.
+func groupKeys(t *testing.T, s *Store) []string {
+	t.Helper()
+	var keys []string
+	_ = s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = groupPrefix
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, fmt.Sprintf("%q", it.Item().Key()))
+		}
+		return nil
+	})
+	return keys
+}
+
+// TestGroupLifeCycle follows a group of jobs through what the queue does to
+// them: dispatch marks, removals, a member's own record, a reopen (the
+// scan rebuilds the group's bookkeeping so later marks do not overwrite
+// earlier ones) and the removal of the last member, which deletes every
+// key of the group.
+func TestGroupLifeCycle(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	var jobs []*protocol.Job
+	for i := range 10 {
+		jobs = append(jobs, testJobPayload(100+i))
+	}
+	alone := testJobPayload(50) // before the group's range
+	after := testJobPayload(500)
+	b := NewBatch(false)
+	b.PutJob(alone)
+	groups := b.PutGroups(jobs)
+	b.PutJob(after)
+	commitTest(t, s, b)
+	g := groups[0]
+	for i := range groups {
+		if groups[i] != g {
+			t.Fatalf("job %d is in another group", i)
+		}
+	}
+	if g.First() != jobs[0].ID || g.Live() != 10 {
+		t.Fatalf("group %s live %d, want %s live 10", g.First(), g.Live(), jobs[0].ID)
+	}
+
+	// dispatch 0..4 in one batch, then 0 and 1 finish, 2 fails (its own
+	// record), 7 is deleted
+	b = NewBatch(false)
+	for i := range 5 {
+		b.MarkInFlight(g, jobs[i].ID, uint64(1000+i))
+	}
+	commitTest(t, s, b)
+	b = NewBatch(false)
+	b.DeleteMember(g, jobs[0].ID, 0, false)
+	b.DeleteMember(g, jobs[1].ID, 0, false)
+	failed := *jobs[2]
+	failed.Status, failed.Attempts, failed.ReadyAt, failed.DequeuedAt = protocol.StatusScheduled, 1, 9999, 1002
+	b.PutMember(&failed)
+	b.PutError(failed.ID, &protocol.ErrorRecord{Attempt: 1, Message: "boom"})
+	commitTest(t, s, b)
+	b = NewBatch(false)
+	b.DeleteMember(g, jobs[7].ID, 0, false)
+	commitTest(t, s, b)
+
+	check := func(s *Store) map[string]Member {
+		t.Helper()
+		got, members, order := scanAll(t, s)
+		want := []string{alone.ID}
+		for _, i := range []int{2, 3, 4, 5, 6, 8, 9} {
+			want = append(want, jobs[i].ID)
+		}
+		want = append(want, after.ID)
+		if strings.Join(order, ",") != strings.Join(want, ",") {
+			t.Fatalf("scan order\n got %v\nwant %v", order, want)
+		}
+		if members[alone.ID].Group != nil || members[after.ID].Group != nil {
+			t.Fatalf("jobs stored alone scanned as members")
+		}
+		for _, i := range []int{3, 4} {
+			j := got[jobs[i].ID]
+			if j.Status != protocol.StatusInFlight || j.DequeuedAt != uint64(1000+i) || string(j.Payload) != string(jobs[i].Payload) {
+				t.Errorf("member %d: %+v, want in_flight since %d with its payload", i, j, 1000+i)
+			}
+		}
+		for _, i := range []int{5, 6, 8, 9} {
+			j := got[jobs[i].ID]
+			if j.Status != protocol.StatusReady || j.DequeuedAt != 0 || string(j.Payload) != string(jobs[i].Payload) || j.PayloadGroup != g.First() {
+				t.Errorf("member %d: %+v, want ready with its payload", i, j)
+			}
+		}
+		f := got[failed.ID]
+		if f.Status != protocol.StatusScheduled || f.Attempts != 1 || f.ReadyAt != 9999 || string(f.Payload) != string(failed.Payload) {
+			t.Errorf("member with its own record: %+v", f)
+		}
+		if m := members[failed.ID]; !m.Override || m.Group == nil {
+			t.Errorf("member with its own record scanned as %+v", m)
+		}
+		for id, j := range got {
+			v, err := s.GetJob(id)
+			if err != nil {
+				t.Fatalf("GetJob %s: %v", id, err)
+			}
+			if v.Status != j.Status || v.DequeuedAt != j.DequeuedAt || string(v.Payload) != string(j.Payload) || v.Attempts != j.Attempts {
+				t.Errorf("GetJob %s = %+v, scan gave %+v", id, v, j)
+			}
+		}
+		for _, i := range []int{0, 1, 7} {
+			if _, err := s.GetJob(jobs[i].ID); err != protocol.ErrJobNotFound {
+				t.Errorf("GetJob of removed member %d: %v", i, err)
+			}
+		}
+		return members
+	}
+	check(s)
+
+	// LoadPayloads: members by their group, a removed member left out
+	batch := []protocol.Job{*jobs[3], *jobs[1], failed, *jobs[9]}
+	for i := range batch {
+		batch[i].Payload, batch[i].PayloadGroup = nil, g.First()
+	}
+	loaded, err := s.LoadPayloads(batch)
+	if err != nil || len(loaded) != 3 {
+		t.Fatalf("LoadPayloads = %d jobs, %v", len(loaded), err)
+	}
+	for k, i := range []int{3, 2, 9} {
+		if loaded[k].ID != jobs[i].ID || string(loaded[k].Payload) != string(jobs[i].Payload) {
+			t.Errorf("LoadPayloads[%d] = %s %s, want member %d", k, loaded[k].ID, loaded[k].Payload, i)
+		}
+	}
+
+	// reopen: the scan's group carries on where the old one stopped
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir)
+	defer s.Close()
+	members := check(s)
+	g2 := members[jobs[5].ID].Group
+	if g2.Live() != 7 || g2.marks != g.marks {
+		t.Fatalf("rescanned group: live %d marks %d, want 7 and %d", g2.Live(), g2.marks, g.marks)
+	}
+	b = NewBatch(false)
+	b.MarkInFlight(g2, jobs[5].ID, 2005)
+	commitTest(t, s, b)
+	got, _, _ := scanAll(t, s)
+	if j := got[jobs[5].ID]; j.Status != protocol.StatusInFlight || j.DequeuedAt != 2005 {
+		t.Fatalf("mark after reopen: %+v", j)
+	}
+	if j := got[jobs[3].ID]; j.Status != protocol.StatusInFlight || j.DequeuedAt != 1003 {
+		t.Fatalf("a mark from before the reopen was lost: %+v", j)
+	}
+
+	// the rest leave over two batches; the last one deletes every group key
+	b = NewBatch(false)
+	for _, i := range []int{3, 4, 5} {
+		b.DeleteMember(g2, jobs[i].ID, 0, false)
+	}
+	commitTest(t, s, b)
+	b = NewBatch(false)
+	b.DeleteMember(g2, failed.ID, 1, true)
+	for _, i := range []int{6, 8, 9} {
+		b.DeleteMember(g2, jobs[i].ID, 0, false)
+	}
+	commitTest(t, s, b)
+	if keys := groupKeys(t, s); len(keys) != 0 {
+		t.Fatalf("keys left after the last member: %v", keys)
+	}
+	if _, members, order := scanAll(t, s); len(order) != 2 || members[order[0]].Group != nil {
+		t.Fatalf("after the group: %v", order)
+	}
+	if recs, _ := s.ListErrors(failed.ID); len(recs) != 0 {
+		t.Fatalf("error records outlived their job: %+v", recs)
+	}
+}
+
+// TestGroupDiesInAnyBatchOrder removes the last members in a batch sealed
+// before one that still marks the group: the later batch writes nothing for
+// it, so no mark outlives its group.
+func TestGroupDiesInAnyBatchOrder(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	jobs := []*protocol.Job{testJobPayload(1), testJobPayload(2)}
+	b := NewBatch(false)
+	g := b.PutGroups(jobs)[0]
+	commitTest(t, s, b)
+	marking := NewBatch(false)
+	marking.MarkInFlight(g, jobs[0].ID, 5)
+	killing := NewBatch(false)
+	killing.DeleteMember(g, jobs[0].ID, 0, false)
+	killing.DeleteMember(g, jobs[1].ID, 0, false)
+	commitTest(t, s, killing)
+	commitTest(t, s, marking)
+	if keys := groupKeys(t, s); len(keys) != 0 {
+		t.Fatalf("keys left: %v", keys)
+	}
+	b = NewBatch(false)
+	b.DeleteMember(g, jobs[0].ID, 0, false)
+	if err := s.Commit(context.Background(), b); err == nil {
+		t.Fatal("removing a member of a dead group succeeded")
+	}
+}
+
+// TestGroupsSplitLargeBulks stores a bulk larger than one group record as
+// several groups of consecutive members, each readable on its own.
+func TestGroupsSplitLargeBulks(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	var jobs []*protocol.Job
+	pad := strings.Repeat("x", 40<<10)
+	for i := range 40 {
+		j := testJob(i)
+		j.Payload = fmt.Appendf(nil, `{"i":%d,"p":"%s"}`, i, pad)
+		jobs = append(jobs, j)
+	}
+	b := NewBatch(false)
+	groups := b.PutGroups(jobs)
+	commitTest(t, s, b)
+	distinct := map[*Group]int{}
+	for i, g := range groups {
+		distinct[g]++
+		if i > 0 && groups[i-1] != g && g.First() != jobs[i].ID {
+			t.Fatalf("group of job %d starts at %s", i, g.First())
+		}
+	}
+	if len(distinct) < 3 {
+		t.Fatalf("a %d KiB bulk made %d groups", 40*40, len(distinct))
+	}
+	for g, n := range distinct {
+		if g.Live() != n {
+			t.Fatalf("group %s live %d, holds %d", g.First(), g.Live(), n)
+		}
+	}
+	for i, j := range jobs {
+		got, err := s.GetJob(j.ID)
+		if err != nil || string(got.Payload) != string(j.Payload) || got.PayloadGroup != groups[i].First() {
+			t.Fatalf("job %d: %v", i, err)
+		}
+	}
+	if _, err := s.GetJob(testJob(99).ID); err != protocol.ErrJobNotFound {
+		t.Fatalf("GetJob past the last group: %v", err)
+	}
+}

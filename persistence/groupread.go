@@ -1,0 +1,384 @@
+package persistence
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// groupKeyLen is the length of a group record's key (a mark's key is
+// longer: a slash and a sequence number follow).
+var groupKeyLen = len(groupPrefix) + protocol.IDLength
+
+// groupOf returns the first ID of the group whose ID range may hold id: the
+// group with the greatest first ID not above it.
+func groupOf(txn *badger.Txn, id string) (string, bool) {
+	opts := badger.DefaultIteratorOptions
+	opts.Reverse = true
+	opts.Prefix = groupPrefix
+	opts.PrefetchValues = false
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	it.Seek(groupKey(id))
+	if !it.Valid() {
+		return "", false
+	}
+	k := it.Item().Key()
+	if len(k) < groupKeyLen {
+		return "", false
+	}
+	return string(k[len(groupPrefix):groupKeyLen]), true
+}
+
+// readGroup calls fn with the record of group first; it reports false when
+// there is no such group.
+func readGroup(txn *badger.Txn, first string, fn func(val []byte) error) (bool, error) {
+	item, err := txn.Get(groupKey(first))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, item.Value(fn)
+}
+
+// readMarks folds every mark of group first into the states of the members
+// want selects (all members when want is nil).
+func readMarks(txn *badger.Txn, first string, want func(id []byte) bool, states map[string]memberState) error {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = markPrefix(first)
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		err := it.Item().Value(func(v []byte) error {
+			return forEachMark(v, func(kind byte, id []byte, at uint64) {
+				if want != nil && !want(id) {
+					return
+				}
+				st := states[string(id)]
+				st.apply(kind, at)
+				states[string(id)] = st
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("group %s mark %x: %w", first, it.Item().Key(), err)
+		}
+	}
+	return nil
+}
+
+// getMember reads member id from its group with its state; it returns
+// badger.ErrKeyNotFound when no group holds it or it is gone.
+func getMember(txn *badger.Txn, id string) (*protocol.Job, error) {
+	first, ok := groupOf(txn, id)
+	if !ok {
+		return nil, badger.ErrKeyNotFound
+	}
+	var job *protocol.Job
+	var member groupMember
+	found, err := readGroup(txn, first, func(val []byte) error {
+		var found bool
+		err := forEachMember(val, func(m groupMember) bool {
+			if string(m.id) == id {
+				member, found = m, true
+				return false
+			}
+			return true
+		})
+		if err != nil || !found {
+			return err
+		}
+		states := make(map[string]memberState, 1)
+		if err := readMarks(txn, first, func(mid []byte) bool { return string(mid) == id }, states); err != nil {
+			return err
+		}
+		st := states[id]
+		if st.gone {
+			return nil
+		}
+		job, err = memberJob(member, st)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("group %s: %w", first, err)
+	}
+	if !found || job == nil {
+		return nil, badger.ErrKeyNotFound
+	}
+	job.PayloadGroup = first
+	return job, nil
+}
+
+// readMemberPayload fills in job's payload from its group (the job has its
+// own record, which holds no payload).
+func readMemberPayload(txn *badger.Txn, job *protocol.Job) error {
+	first := job.PayloadGroup
+	if first == "" {
+		var ok bool
+		if first, ok = groupOf(txn, job.ID); !ok {
+			return fmt.Errorf("payload of %s is missing from the store", job.ID)
+		}
+	}
+	var found bool
+	_, err := readGroup(txn, first, func(val []byte) error {
+		return forEachMember(val, func(m groupMember) bool {
+			if string(m.id) == job.ID {
+				job.Payload = append(make([]byte, 0, len(m.payload)), m.payload...)
+				found = true
+				return false
+			}
+			return true
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("payload of %s in group %s: %w", job.ID, first, err)
+	}
+	if !found {
+		return fmt.Errorf("payload of %s is missing from the store", job.ID)
+	}
+	job.PayloadGroup = first
+	return nil
+}
+
+// loadGroupPayloads fills in the payloads of jobs[i] for i in need, which
+// all name the same PayloadGroup, from one read of the group, and marks
+// found those that are not gone.
+func loadGroupPayloads(txn *badger.Txn, jobs []protocol.Job, need []int, found []bool) error {
+	first := jobs[need[0]].PayloadGroup
+	want := make(map[string]int, len(need))
+	for _, i := range need {
+		want[jobs[i].ID] = i
+	}
+	wanted := func(id []byte) bool { _, ok := want[string(id)]; return ok }
+	states := make(map[string]memberState)
+	if err := readMarks(txn, first, wanted, states); err != nil {
+		return err
+	}
+	_, err := readGroup(txn, first, func(val []byte) error {
+		left := len(want)
+		return forEachMember(val, func(m groupMember) bool {
+			i, ok := want[string(m.id)]
+			if !ok {
+				return true
+			}
+			if !states[jobs[i].ID].gone {
+				jobs[i].Payload = append(make([]byte, 0, len(m.payload)), m.payload...)
+				found[i] = true
+			}
+			left--
+			return left > 0
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("payloads in group %s: %w", first, err)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- scanning
+
+// Member says how a scanned job is stored.
+type Member struct {
+	// Group is the stored group the job belongs to (nil: stored alone).
+	Group *Group
+	// Override reports that the member has its own record, which the scan
+	// returned (with the group's payload).
+	Override bool
+}
+
+// scannedGroup is a group the scan has read: its members in ID order with
+// the state their marks give.
+type scannedGroup struct {
+	g       *Group
+	members []*protocol.Job // nil entries: gone members
+}
+
+// nextGroup reads the group record at it (positioned on a g/ key) and its
+// marks, leaving it on the next group's record; it returns nil at the end.
+func nextGroup(it *badger.Iterator) (*scannedGroup, error) {
+	for ; it.Valid(); it.Next() {
+		if len(it.Item().Key()) == groupKeyLen {
+			break
+		}
+		// a mark whose group is gone: cannot happen (a group and its marks
+		// are deleted together), and is ignored if it does
+	}
+	if !it.Valid() {
+		return nil, nil
+	}
+	key := it.Item().KeyCopy(nil)
+	first := string(key[len(groupPrefix):])
+	val, err := it.Item().ValueCopy(nil)
+	if err != nil {
+		return nil, err
+	}
+	g := &Group{first: first}
+	var members []groupMember
+	if err := forEachMember(val, func(m groupMember) bool { members = append(members, m); return true }); err != nil {
+		return nil, fmt.Errorf("group %s: %w", first, err)
+	}
+	states := make(map[string]memberState)
+	prefix := markPrefix(first)
+	for it.Next(); it.Valid() && bytes.HasPrefix(it.Item().Key(), prefix); it.Next() {
+		k := it.Item().Key()
+		if len(k) != len(prefix)+4 {
+			return nil, fmt.Errorf("group %s: malformed mark key %x", first, k)
+		}
+		seq := uint32(k[len(prefix)])<<24 | uint32(k[len(prefix)+1])<<16 | uint32(k[len(prefix)+2])<<8 | uint32(k[len(prefix)+3])
+		g.marks = max(g.marks, seq+1)
+		err := it.Item().Value(func(v []byte) error {
+			return forEachMark(v, func(kind byte, id []byte, at uint64) {
+				st := states[string(id)]
+				st.apply(kind, at)
+				states[string(id)] = st
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("group %s mark %d: %w", first, seq, err)
+		}
+	}
+	sg := &scannedGroup{g: g, members: make([]*protocol.Job, len(members))}
+	for i, m := range members {
+		st := states[string(m.id)]
+		if st.gone {
+			continue
+		}
+		job, err := memberJob(m, st)
+		if err != nil {
+			return nil, fmt.Errorf("group %s member %s: %w", first, m.id, err)
+		}
+		job.PayloadGroup = first
+		sg.members[i] = job
+		g.live++
+	}
+	return sg, nil
+}
+
+// ScanJobs calls fn for every stored job in ID order, with how it is
+// stored. A job stored alone comes as its record holds it (a payload stored
+// apart is not read: it is nil); a group member comes with its payload and
+// its state, from its own record when it has one. Groups with no member
+// left, which cannot be written, are deleted if found.
+func (s *Store) ScanJobs(fn func(*protocol.Job, Member) error) error {
+	var empty []*Group
+	err := s.db.View(func(txn *badger.Txn) error {
+		jopts := badger.DefaultIteratorOptions
+		jopts.Prefix = jobPrefix
+		jopts.PrefetchSize = 256
+		jit := txn.NewIterator(jopts)
+		defer jit.Close()
+		gopts := badger.DefaultIteratorOptions
+		gopts.Prefix = groupPrefix
+		gopts.PrefetchValues = false
+		git := txn.NewIterator(gopts)
+		defer git.Close()
+
+		jit.Rewind()
+		git.Rewind()
+		sg, err := nextGroup(git)
+		if err != nil {
+			return err
+		}
+		mi := 0 // next member of sg
+		for {
+			// the next member of the current group, skipping gone ones
+			for sg != nil {
+				for mi < len(sg.members) && sg.members[mi] == nil {
+					mi++
+				}
+				if mi < len(sg.members) {
+					break
+				}
+				if sg.g.live == 0 {
+					empty = append(empty, sg.g)
+				}
+				if sg, err = nextGroup(git); err != nil {
+					return err
+				}
+				mi = 0
+			}
+			var jid []byte
+			if jit.Valid() {
+				jid = jit.Item().Key()[len(jobPrefix):]
+			}
+			switch {
+			case sg == nil && jid == nil:
+				return nil
+			case sg == nil || (jid != nil && string(jid) < sg.members[mi].ID):
+				job, err := decodeJobItem(jit.Item())
+				if err != nil {
+					return err
+				}
+				jit.Next()
+				if err := fn(job, Member{}); err != nil {
+					return err
+				}
+			case jid != nil && string(jid) == sg.members[mi].ID:
+				job, err := decodeJobItem(jit.Item())
+				if err != nil {
+					return err
+				}
+				jit.Next()
+				job.Payload = sg.members[mi].Payload
+				job.PayloadGroup = sg.g.first
+				mi++
+				if err := fn(job, Member{Group: sg.g, Override: true}); err != nil {
+					return err
+				}
+			default:
+				job := sg.members[mi]
+				mi++
+				if err := fn(job, Member{Group: sg.g}); err != nil {
+					return err
+				}
+			}
+		}
+	})
+	if err != nil || len(empty) == 0 {
+		return err
+	}
+	b := NewBatch(false)
+	b.kills = empty
+	s.log.Warn("deleting job groups without members", "groups", len(empty))
+	if err := s.Commit(context.Background(), b); err != nil {
+		return fmt.Errorf("persistence.ScanJobs: delete empty groups: %w", err)
+	}
+	return nil
+}
+
+func decodeJobItem(item *badger.Item) (*protocol.Job, error) {
+	job := new(protocol.Job)
+	if err := item.Value(func(v []byte) error { return protocol.UnmarshalRecord(v, job) }); err != nil {
+		return nil, fmt.Errorf("persistence.ScanJobs %s: %w", item.Key(), err)
+	}
+	return job, nil
+}
+
+// GroupNames lists the stored groups by their first member's ID, in order
+// (diagnostics and tests: every group must have a member in memory).
+func (s *Store) GroupNames() ([]string, error) {
+	var out []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = groupPrefix
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if k := it.Item().Key(); len(k) == groupKeyLen {
+				out = append(out, string(k[len(groupPrefix):]))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("persistence.GroupNames: %w", err)
+	}
+	return out, nil
+}
