@@ -11,7 +11,9 @@ import "sort"
 // in half and so leaves every node half empty under ordered inserts), and
 // a chunk emptied at the front is dropped in O(1). An insert elsewhere
 // splits a full chunk in two; a delete merges a chunk that fell below a
-// quarter into a neighbour with room. Method names follow google/btree's.
+// quarter into a neighbour with room. A delete in a chunk's front half
+// moves the items before it, so deletes from the front cost no copying.
+// Method names follow google/btree's.
 type orderedSet[T any] struct {
 	less   func(a, b T) bool
 	chunks [][]T // each sorted and non-empty; chunk k's items precede chunk k+1's
@@ -50,7 +52,11 @@ func (s *orderedSet[T]) locate(item T) (ci, i int, found bool) {
 		return ci, 0, false
 	}
 	c := s.chunks[ci]
-	i = sort.Search(len(c), func(k int) bool { return !s.less(c[k], item) })
+	if !s.less(c[0], item) {
+		i = 0 // the usual delete again: the front item
+	} else {
+		i = sort.Search(len(c), func(k int) bool { return !s.less(c[k], item) })
+	}
 	return ci, i, i < len(c) && !s.less(item, c[i])
 }
 
@@ -73,6 +79,14 @@ func (s *orderedSet[T]) ReplaceOrInsert(item T) (old T, replaced bool) {
 		// past the end: append to the last chunk, or start a new one
 		last := s.chunks[ci-1]
 		if len(last) < orderedChunk {
+			if len(last) == cap(last) && cap(last) >= orderedChunk/2 {
+				// a chunk deleted from the front has lost capacity there:
+				// grow it to a full chunk, not to twice its length
+				grown := make([]T, len(last), orderedChunk)
+				copy(grown, last)
+				clear(last)
+				last = grown
+			}
 			s.chunks[ci-1] = append(last, item)
 		} else {
 			// the set is large and growing at the end: start full-size
@@ -127,10 +141,19 @@ func (s *orderedSet[T]) Delete(item T) (old T, ok bool) {
 	}
 	c := s.chunks[ci]
 	old = c[i]
-	copy(c[i:], c[i+1:])
 	var zero T
-	c[len(c)-1] = zero
-	c = c[:len(c)-1]
+	if i < len(c)/2 {
+		// near the front (the usual delete): shift the items before it
+		// one place up and drop the first slot, instead of moving the
+		// rest of the chunk down
+		copy(c[1:i+1], c[:i])
+		c[0] = zero
+		c = c[1:]
+	} else {
+		copy(c[i:], c[i+1:])
+		c[len(c)-1] = zero
+		c = c[:len(c)-1]
+	}
 	s.n--
 	switch {
 	case len(c) == 0 && ci == 0:

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -146,6 +147,36 @@ func BenchmarkOrderedSetFIFO(b *testing.B) {
 	for i := range b.N {
 		s.ReplaceOrInsert(10000 + i)
 		s.Delete(i)
+	}
+}
+
+// BenchmarkOrderedSetIDWindow is the pattern of the engine's ID indexes
+// under load: IDs appended in order, deleted near the front but not in
+// order (50 workers ack their own jobs).
+func BenchmarkOrderedSetIDWindow(b *testing.B) {
+	s := newOrderedSet(idLess)
+	id := func(i int) string { return fmt.Sprintf("%025d", i) }
+	const window = 5000
+	ids := make([]string, b.N+window)
+	for i := range ids {
+		ids[i] = id(i)
+	}
+	for i := range window {
+		s.ReplaceOrInsert(ids[i])
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pending := make([]string, 0, 64)
+	b.ResetTimer()
+	for i := range b.N {
+		s.ReplaceOrInsert(ids[window+i])
+		pending = append(pending, ids[i])
+		if len(pending) == cap(pending) {
+			rng.Shuffle(len(pending), func(a, b int) { pending[a], pending[b] = pending[b], pending[a] })
+			for _, p := range pending {
+				s.Delete(p)
+			}
+			pending = pending[:0]
+		}
 	}
 }
 

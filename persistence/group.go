@@ -81,6 +81,7 @@ func (b *Batch) PutGroups(jobs []*protocol.Job) []*Group {
 		b.ops = append(b.ops, op{key: key, val: val})
 		g, val = nil, nil
 	}
+	var rec []byte // one scratch buffer for every member's record
 	for i, j := range jobs {
 		if i > 0 && jobs[i-1].ID >= j.ID {
 			b.fail(fmt.Errorf("persistence: group members out of ID order: %s after %s", j.ID, jobs[i-1].ID))
@@ -88,7 +89,7 @@ func (b *Batch) PutGroups(jobs []*protocol.Job) []*Group {
 		}
 		meta := *j
 		meta.Payload = nil
-		rec := protocol.AppendJobRecord(nil, &meta)
+		rec = protocol.AppendJobRecord(rec[:0], &meta)
 		n := len(j.ID) + len(rec) + len(j.Payload) + 12
 		if g != nil && len(val)+n > maxGroupRecordBytes {
 			emit()

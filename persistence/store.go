@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/tollgate/tollgate/protocol"
 )
@@ -88,14 +89,20 @@ func Open(cfg Config) (*Store, error) {
 	opts := badger.DefaultOptions(cfg.Dir).
 		WithLogger(badgerLogger{cfg.Logger}).
 		// 64 MiB memtables allow a ~9.6 MiB transaction (badger takes 15%),
-		// above the 8 MiB request-body limit; three of them and a small block
-		// cache keep the resident set modest.
+		// above the 8 MiB request-body limit; three of them keep the
+		// resident set modest.
 		WithMemTableSize(64 << 20).
 		WithNumMemtables(3).
 		// two compactors, not four: each holds table-building buffers of
 		// tens of MiB, and this is a 2-core job server, not a database
 		WithNumCompactors(2).
-		WithBlockCacheSize(32 << 20).
+		// No compression: job records are short-lived and mostly deleted
+		// before compaction sees them, so snappy at every memtable flush
+		// bought little disk and cost CPU. Uncompressed blocks are read
+		// straight from the mmapped tables, so there is no block cache
+		// either (tables an older build compressed are still read).
+		WithCompression(options.None).
+		WithBlockCacheSize(0).
 		// SyncWrites stays false: every write still reaches the mmapped
 		// write-ahead log before Commit returns, which survives a process
 		// crash; fsync mode adds an explicit db.Sync per group commit.
