@@ -91,6 +91,7 @@ type entry struct {
 type reservation struct {
 	bindings []protocol.Binding // sorted by key
 	idx      int                // the binding whose answer is awaited
+	sorted   [4]protocol.Binding
 }
 
 // terminalJob is what memory keeps of a retained finished job.
@@ -185,6 +186,7 @@ type engine struct {
 	unique  map[string]string // unique key -> holder job id
 	tracer  *Tracer
 	obs     engineObs // counters for metrics (observe.go)
+	names   nameInterner
 
 	recoveredUnique []*protocol.Job   // queued-scope jobs recovered from in flight
 	loadLatest      map[string]string // unique key -> latest stored job id with it (load only)
@@ -253,7 +255,7 @@ func (e *engine) loadBudget(b protocol.Budget) {
 // are rewritten in batch. It returns whether the job was recovered from
 // in flight.
 func (e *engine) loadJob(now uint64, j *protocol.Job, m persistence.Member, batch *persistence.Batch) (recovered bool) {
-	internNames(j)
+	e.internNames(j)
 	e.noteLoadedKey(j)
 	if j.Status.Terminal() {
 		if j.Purged(now) {
@@ -374,7 +376,7 @@ func (e *engine) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 			continue
 		}
 		job := nj.Job
-		internNames(&job)
+		e.internNames(&job)
 		job.ID = e.ids.Next(now)
 		if !nj.ReadyAtSet {
 			job.ReadyAt = now
@@ -570,10 +572,10 @@ func (e *engine) dispatch(now uint64, en *entry, s *stream) {
 		e.flushPending = append(e.flushPending, s)
 		if s.outbox == nil && s.prefetch > 0 {
 			// The batch usually fills the stream's free room (this job
-			// included): size it once instead of growing it job by job,
-			// but no bigger, since a window that is mostly in flight frees
-			// only a few slots at a time.
-			s.outbox = make([]protocol.Job, 0, min(s.room()+1, 256))
+			// and those still reserving included): size it once instead
+			// of growing it job by job, but no bigger, since a window that
+			// is mostly in flight frees only a few slots at a time.
+			s.outbox = make([]protocol.Job, 0, min(s.room()+s.reserving+1, 256))
 		}
 	}
 	s.outbox = append(s.outbox, *en.job)
@@ -582,12 +584,32 @@ func (e *engine) dispatch(now uint64, en *entry, s *stream) {
 
 // internNames makes a job's queue, type and budget keys share one copy of
 // each distinct name: they repeat across millions of jobs.
-func internNames(j *protocol.Job) {
-	j.Queue = unique.Make(j.Queue).Value()
-	j.Type = unique.Make(j.Type).Value()
+func (e *engine) internNames(j *protocol.Job) {
+	j.Queue = e.names.intern(j.Queue)
+	j.Type = e.names.intern(j.Type)
 	for i := range j.Budgets {
-		j.Budgets[i].Key = unique.Make(j.Budgets[i].Key).Value()
+		j.Budgets[i].Key = e.names.intern(j.Budgets[i].Key)
 	}
+}
+
+// nameInterner remembers the last few interned names: the jobs of a bulk
+// mostly share their queue, type and budget keys, and comparing with a
+// recent name is cheaper than interning it again.
+type nameInterner struct {
+	recent [8]string
+	next   int
+}
+
+func (c *nameInterner) intern(s string) string {
+	for _, r := range c.recent {
+		if r == s {
+			return r
+		}
+	}
+	v := unique.Make(s).Value()
+	c.recent[c.next] = v
+	c.next = (c.next + 1) % len(c.recent)
+	return v
 }
 
 // storeNewJob writes a new job into batch. While the payload cache has room
@@ -663,13 +685,21 @@ func (e *engine) flush() {
 func (e *engine) startReservation(en *entry, s *stream) {
 	// reserve in key order; binding lists are replaced, never changed in
 	// place, so an already sorted one (the usual case) is used as it is
-	bindings := en.job.Budgets
-	if !slices.IsSortedFunc(bindings, compareBindingKeys) {
-		bindings = slices.SortedFunc(slices.Values(bindings), compareBindingKeys)
+	r := &reservation{bindings: en.job.Budgets}
+	if !slices.IsSortedFunc(r.bindings, compareBindingKeys) {
+		if len(r.bindings) <= len(r.sorted) {
+			// a few bindings out of order: sort a copy kept in the
+			// reservation itself
+			sorted := append(r.sorted[:0], r.bindings...)
+			slices.SortFunc(sorted, compareBindingKeys)
+			r.bindings = sorted
+		} else {
+			r.bindings = slices.SortedFunc(slices.Values(r.bindings), compareBindingKeys)
+		}
 	}
 	en.state = stReserving
 	en.stream = s
-	en.resv = &reservation{bindings: bindings}
+	en.resv = r
 	s.reserving++
 	e.reservingTotal++
 	e.askNext(en)
