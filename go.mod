@@ -8,6 +8,7 @@ require (
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/google/btree v1.1.3
 	github.com/itchyny/gojq v0.12.20
+	github.com/klauspost/compress v1.18.0
 	github.com/labstack/echo/v4 v4.16.4
 	github.com/lmittmann/tint v1.2.1
 	github.com/prometheus/client_golang v1.17.0
@@ -31,7 +32,6 @@ require (
 	github.com/google/flatbuffers v25.2.10+incompatible // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/itchyny/timefmt-go v0.1.9 // indirect
-	github.com/klauspost/compress v1.18.0 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect

@@ -75,15 +75,15 @@ const (
 // entry is an unfinished job and where it is.
 type entry struct {
 	job      *protocol.Job
-	state    jobState
 	parkedOn string
 	stream   *stream
 	resv     *reservation
-	inSched  bool   // in e.sched (statusindex.go)
-	schedAt  uint64 // its ready_at there
+	schedAt  uint64 // its ready_at in e.sched (statusindex.go)
 	// grp is the stored group the job belongs to (nil: stored alone);
 	// override is set once the member has its own record (records.go).
 	grp      *persistence.Group
+	state    jobState
+	inSched  bool // in e.sched
 	override bool
 }
 

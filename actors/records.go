@@ -42,7 +42,7 @@ func (e *engine) storeNewJobs(entries []*entry, batch *persistence.Batch) {
 func (e *engine) joinGroup(en *entry, g *persistence.Group, override bool) {
 	en.grp, en.override = g, override
 	j := en.job
-	j.PayloadGroup = g.First()
+	j.InGroup = true
 	if j.Payload == nil {
 		return
 	}

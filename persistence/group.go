@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/tollgate/tollgate/protocol"
 )
 
@@ -58,30 +60,50 @@ type pendingMarks struct {
 	val []byte
 }
 
-// maxGroupRecordBytes bounds one group record: a bulk larger than this is
-// stored as several groups (badger keeps values under 1 MiB inline).
+// maxGroupRecordBytes bounds the members of one group record before
+// compression: a bulk larger than this is stored as several groups.
 const maxGroupRecordBytes = 512 << 10
 
+// Group record formats: the record's first byte.
+const (
+	groupPlain byte = 1 // the members as they are
+	groupS2    byte = 2 // the members compressed with S2
+)
+
 // PutGroups stores jobs, in ascending ID order, as groups of consecutive
-// members with their payloads, and returns the group of each job. Each
-// member is its ID, its record without the payload, and the payload. A group
-// record holds at most maxGroupRecordBytes, so a large bulk makes several.
+// members with their payloads, and returns the group of each job. A group
+// record is a format byte, the last member's ID (so a reader can tell which
+// IDs the group spans without decoding it), then the members, compressed
+// with S2 when that saves an eighth or more. Each member is its ID, its
+// record without the payload, and the payload.
+//
+// Compression keeps what a large backlog costs on disk and in the page
+// cache badger maps (the resident set) at a fraction of the payload bytes
+// when payloads are JSON, for about a millisecond of CPU per 512 KiB.
 func (b *Batch) PutGroups(jobs []*protocol.Job) []*Group {
 	groups := make([]*Group, len(jobs))
 	var (
-		g   *Group
-		val []byte
+		g       *Group
+		members []byte
+		last    string
+		rec     []byte // one scratch buffer for every member's record
 	)
 	emit := func() {
 		if g == nil {
 			return
 		}
+		val := appendBytes([]byte{groupPlain}, []byte(last))
+		if packed := s2.Encode(nil, members); len(packed) < len(members)-len(members)/8 {
+			val[0] = groupS2
+			val = append(val, packed...)
+		} else {
+			val = append(val, members...)
+		}
 		key := groupKey(g.first)
 		b.size += len(key) + len(val) + 32
 		b.ops = append(b.ops, op{key: key, val: val})
-		g, val = nil, nil
+		g, members = nil, nil
 	}
-	var rec []byte // one scratch buffer for every member's record
 	for i, j := range jobs {
 		if i > 0 && jobs[i-1].ID >= j.ID {
 			b.fail(fmt.Errorf("persistence: group members out of ID order: %s after %s", j.ID, jobs[i-1].ID))
@@ -91,16 +113,17 @@ func (b *Batch) PutGroups(jobs []*protocol.Job) []*Group {
 		meta.Payload = nil
 		rec = protocol.AppendJobRecord(rec[:0], &meta)
 		n := len(j.ID) + len(rec) + len(j.Payload) + 12
-		if g != nil && len(val)+n > maxGroupRecordBytes {
+		if g != nil && len(members)+n > maxGroupRecordBytes {
 			emit()
 		}
 		if g == nil {
 			g = &Group{first: j.ID}
-			val = append(make([]byte, 0, min(maxGroupRecordBytes, n*(len(jobs)-i)+1)), protocol.RecordVersion)
+			members = make([]byte, 0, min(maxGroupRecordBytes, n*(len(jobs)-i)))
 		}
-		val = appendBytes(val, []byte(j.ID))
-		val = appendBytes(val, rec)
-		val = appendBytes(val, j.Payload)
+		members = appendBytes(members, []byte(j.ID))
+		members = appendBytes(members, rec)
+		members = appendBytes(members, j.Payload)
+		last = j.ID
 		g.live++
 		groups[i] = g
 	}
@@ -227,13 +250,38 @@ var (
 	errBadMark  = errors.New("malformed group mark")
 )
 
-// forEachMember calls fn for each member of a group record, in ID order,
-// until fn returns false.
-func forEachMember(val []byte, fn func(m groupMember) bool) error {
-	if len(val) == 0 || val[0] != protocol.RecordVersion {
-		return errBadGroup
+// groupHeader splits a group record into its format, its last member's ID
+// and its (possibly compressed) members.
+func groupHeader(val []byte) (format byte, last, body []byte, err error) {
+	if len(val) == 0 || (val[0] != groupPlain && val[0] != groupS2) {
+		return 0, nil, nil, errBadGroup
 	}
-	for rest := val[1:]; len(rest) > 0; {
+	last, body, ok := cutBytes(val[1:])
+	if !ok {
+		return 0, nil, nil, errBadGroup
+	}
+	return val[0], last, body, nil
+}
+
+// groupLast returns the ID of a group record's last member.
+func groupLast(val []byte) (string, error) {
+	_, last, _, err := groupHeader(val)
+	return string(last), err
+}
+
+// forEachMember calls fn for each member of a group record, in ID order,
+// until fn returns false. The member's slices are valid until fn returns.
+func forEachMember(val []byte, fn func(m groupMember) bool) error {
+	format, _, rest, err := groupHeader(val)
+	if err != nil {
+		return err
+	}
+	if format == groupS2 {
+		if rest, err = s2.Decode(nil, rest); err != nil {
+			return fmt.Errorf("%w: %v", errBadGroup, err)
+		}
+	}
+	for len(rest) > 0 {
 		var m groupMember
 		var ok bool
 		if m.id, rest, ok = cutBytes(rest); !ok {
@@ -309,6 +357,7 @@ func memberJob(m groupMember, st memberState) (*protocol.Job, error) {
 		return nil, err
 	}
 	job.Payload = append(make([]byte, 0, len(m.payload)), m.payload...)
+	job.InGroup = true
 	if st.inFlight {
 		job.Status = protocol.StatusInFlight
 		job.DequeuedAt = st.dequeuedAt

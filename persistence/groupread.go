@@ -15,24 +15,36 @@ import (
 // longer: a slash and a sequence number follow).
 var groupKeyLen = len(groupPrefix) + protocol.IDLength
 
-// groupOf returns the first ID of the group whose ID range may hold id: the
-// group with the greatest first ID not above it.
-func groupOf(txn *badger.Txn, id string) (string, bool) {
+// findGroup returns the first ID and the last member's ID of the group
+// whose ID range holds id: the group with the greatest first ID not above
+// it, if its last member is not below it.
+func findGroup(txn *badger.Txn, id string) (first, last string, ok bool, err error) {
 	opts := badger.DefaultIteratorOptions
 	opts.Reverse = true
 	opts.Prefix = groupPrefix
 	opts.PrefetchValues = false
 	it := txn.NewIterator(opts)
-	defer it.Close()
 	it.Seek(groupKey(id))
 	if !it.Valid() {
-		return "", false
+		it.Close()
+		return "", "", false, nil
 	}
 	k := it.Item().Key()
 	if len(k) < groupKeyLen {
-		return "", false
+		it.Close()
+		return "", "", false, nil
 	}
-	return string(k[len(groupPrefix):groupKeyLen]), true
+	first = string(k[len(groupPrefix):groupKeyLen])
+	it.Close()
+	found, err := readGroup(txn, first, func(val []byte) error {
+		var err error
+		last, err = groupLast(val)
+		return err
+	})
+	if err != nil || !found || last < id {
+		return "", "", false, err
+	}
+	return first, last, true, nil
 }
 
 // readGroup calls fn with the record of group first; it reports false when
@@ -76,13 +88,16 @@ func readMarks(txn *badger.Txn, first string, want func(id []byte) bool, states 
 // getMember reads member id from its group with its state; it returns
 // badger.ErrKeyNotFound when no group holds it or it is gone.
 func getMember(txn *badger.Txn, id string) (*protocol.Job, error) {
-	first, ok := groupOf(txn, id)
+	first, _, ok, err := findGroup(txn, id)
+	if err != nil {
+		return nil, fmt.Errorf("group of %s: %w", id, err)
+	}
 	if !ok {
 		return nil, badger.ErrKeyNotFound
 	}
 	var job *protocol.Job
-	var member groupMember
-	found, err := readGroup(txn, first, func(val []byte) error {
+	_, err = readGroup(txn, first, func(val []byte) error {
+		var member groupMember
 		var found bool
 		err := forEachMember(val, func(m groupMember) bool {
 			if string(m.id) == id {
@@ -108,77 +123,104 @@ func getMember(txn *badger.Txn, id string) (*protocol.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group %s: %w", first, err)
 	}
-	if !found || job == nil {
+	if job == nil {
 		return nil, badger.ErrKeyNotFound
 	}
-	job.PayloadGroup = first
 	return job, nil
 }
 
 // readMemberPayload fills in job's payload from its group (the job has its
 // own record, which holds no payload).
 func readMemberPayload(txn *badger.Txn, job *protocol.Job) error {
-	first := job.PayloadGroup
-	if first == "" {
-		var ok bool
-		if first, ok = groupOf(txn, job.ID); !ok {
-			return fmt.Errorf("payload of %s is missing from the store", job.ID)
-		}
-	}
-	var found bool
-	_, err := readGroup(txn, first, func(val []byte) error {
-		return forEachMember(val, func(m groupMember) bool {
-			if string(m.id) == job.ID {
-				job.Payload = append(make([]byte, 0, len(m.payload)), m.payload...)
-				found = true
-				return false
-			}
-			return true
-		})
-	})
+	first, _, ok, err := findGroup(txn, job.ID)
 	if err != nil {
-		return fmt.Errorf("payload of %s in group %s: %w", job.ID, first, err)
+		return fmt.Errorf("group of %s: %w", job.ID, err)
+	}
+	found := false
+	if ok {
+		_, err = readGroup(txn, first, func(val []byte) error {
+			return forEachMember(val, func(m groupMember) bool {
+				if string(m.id) == job.ID {
+					job.Payload = append(make([]byte, 0, len(m.payload)), m.payload...)
+					found = true
+					return false
+				}
+				return true
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("payload of %s in group %s: %w", job.ID, first, err)
+		}
 	}
 	if !found {
 		return fmt.Errorf("payload of %s is missing from the store", job.ID)
 	}
-	job.PayloadGroup = first
+	job.InGroup = true
 	return nil
 }
 
-// loadGroupPayloads fills in the payloads of jobs[i] for i in need, which
-// all name the same PayloadGroup, from one read of the group, and marks
-// found those that are not gone.
-func loadGroupPayloads(txn *badger.Txn, jobs []protocol.Job, need []int, found []bool) error {
-	first := jobs[need[0]].PayloadGroup
-	want := make(map[string]int, len(need))
-	for _, i := range need {
-		want[jobs[i].ID] = i
-	}
-	wanted := func(id []byte) bool { _, ok := want[string(id)]; return ok }
-	states := make(map[string]memberState)
-	if err := readMarks(txn, first, wanted, states); err != nil {
-		return err
-	}
-	_, err := readGroup(txn, first, func(val []byte) error {
-		left := len(want)
-		return forEachMember(val, func(m groupMember) bool {
-			i, ok := want[string(m.id)]
-			if !ok {
-				return true
-			}
-			if !states[jobs[i].ID].gone {
+// loadMemberPayloads fills in the payloads of jobs[i] for i in need (group
+// members, in ID order) from their groups, decoded once and cached
+// (groupCache), and marks found those whose member is not gone.
+func (s *Store) loadMemberPayloads(txn *badger.Txn, jobs []protocol.Job, need []int, found []bool) error {
+	for start := 0; start < len(need); {
+		id := jobs[need[start]].ID
+		cg, err := s.cachedGroupOf(txn, id)
+		if err != nil {
+			return err
+		}
+		if cg == nil {
+			start++ // deleted since it was dispatched, with its group
+			continue
+		}
+		if err := s.groups.refreshGone(txn, cg); err != nil {
+			return err
+		}
+		end := start
+		for ; end < len(need) && jobs[need[end]].ID <= cg.last; end++ {
+			i := need[end]
+			if m, ok := cg.member(jobs[i].ID); ok && !s.groups.isGone(cg, jobs[i].ID) {
 				jobs[i].Payload = append(make([]byte, 0, len(m.payload)), m.payload...)
 				found[i] = true
 			}
-			left--
-			return left > 0
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("payloads in group %s: %w", first, err)
+		}
+		start = end
 	}
 	return nil
+}
+
+// cachedGroupOf returns the decoded group whose ID range holds id, from
+// the cache if it still exists, else read from the store (and cached); nil
+// when there is none.
+func (s *Store) cachedGroupOf(txn *badger.Txn, id string) (*cachedGroup, error) {
+	if cg := s.groups.lookup(id); cg != nil {
+		_, err := txn.Get(groupKey(cg.first))
+		if err == nil {
+			return cg, nil
+		}
+		if !errors.Is(err, badger.ErrKeyNotFound) {
+			return nil, fmt.Errorf("group %s: %w", cg.first, err)
+		}
+		return nil, nil // deleted: its members are all gone
+	}
+	first, _, ok, err := findGroup(txn, id)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var cg *cachedGroup
+	_, err = readGroup(txn, first, func(val []byte) error {
+		var err error
+		cg, err = decodeCachedGroup(first, val)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("group %s: %w", first, err)
+	}
+	if cg == nil {
+		return nil, nil
+	}
+	s.groups.add(cg)
+	return cg, nil
 }
 
 // ---------------------------------------------------------------- scanning
@@ -253,7 +295,6 @@ func nextGroup(it *badger.Iterator) (*scannedGroup, error) {
 		if err != nil {
 			return nil, fmt.Errorf("group %s member %s: %w", first, m.id, err)
 		}
-		job.PayloadGroup = first
 		sg.members[i] = job
 		g.live++
 	}
@@ -326,7 +367,7 @@ func (s *Store) ScanJobs(fn func(*protocol.Job, Member) error) error {
 				}
 				jit.Next()
 				job.Payload = sg.members[mi].Payload
-				job.PayloadGroup = sg.g.first
+				job.InGroup = true
 				mi++
 				if err := fn(job, Member{Group: sg.g, Override: true}); err != nil {
 					return err

@@ -62,6 +62,7 @@ type Config struct {
 // Store is tollgate's badger store.
 type Store struct {
 	db     *badger.DB
+	groups *groupCache // decoded job groups, for payload reads
 	log    *slog.Logger
 	cfg    Config
 	queue  chan *commit
@@ -113,9 +114,17 @@ func Open(cfg Config) (*Store, error) {
 		// open), so there is never a conflict to detect: skip the per-key
 		// bookkeeping.
 		WithDetectConflicts(false).
-		WithCompactL0OnClose(false)
+		WithCompactL0OnClose(false).
+		// Values from 1 KiB up (job groups, large payloads) live in the
+		// value log and the LSM tree holds a pointer to them: memtables
+		// and the tables built from them stay small, and so do the
+		// buffers flushes and compactions allocate. A value-log file is
+		// collected (gcLoop) once half of it is garbage.
+		WithValueThreshold(1 << 10).
+		WithValueLogFileSize(256 << 20)
 	if cfg.InMemory {
-		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
+		// no value log in memory: values stay inline (up to badger's 1 MiB)
+		opts = opts.WithInMemory(true).WithDir("").WithValueDir("").WithValueThreshold(1 << 20)
 	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("persistence.Open: %w", err)
 	}
@@ -123,7 +132,8 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistence.Open %s: %w", filepath.Clean(cfg.Dir), err)
 	}
-	s := &Store{db: db, log: cfg.Logger, cfg: cfg, queue: make(chan *commit, 8192), stop: make(chan struct{})}
+	s := &Store{db: db, log: cfg.Logger, cfg: cfg, queue: make(chan *commit, 8192), stop: make(chan struct{}),
+		groups: newGroupCache(groupCacheBytes)}
 	if err := s.checkVersion(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -136,6 +146,10 @@ func Open(cfg Config) (*Store, error) {
 	}
 	return s, nil
 }
+
+// groupCacheBytes bounds the decoded job groups the store keeps for payload
+// reads (about 64 groups of 1000 jobs with 200-byte payloads).
+const groupCacheBytes = 32 << 20
 
 // schemaVersion 2 may keep a payload apart from its job record, under
 // p/<id>; version 3 adds job groups (g/, group.go). An older store holds
@@ -381,7 +395,7 @@ func (s *Store) LoadPayloads(jobs []protocol.Job) ([]protocol.Job, error) {
 	for i := range jobs {
 		switch {
 		case jobs[i].Payload != nil:
-		case jobs[i].PayloadGroup != "":
+		case jobs[i].InGroup:
 			inGroups = append(inGroups, i)
 		default:
 			need = append(need, i)
@@ -394,16 +408,9 @@ func (s *Store) LoadPayloads(jobs []protocol.Job) ([]protocol.Job, error) {
 	found := make([]bool, len(jobs))
 	err := s.db.View(func(txn *badger.Txn) error {
 		// a batch's members mostly share a few groups: one read of each
-		slices.SortStableFunc(inGroups, func(a, b int) int { return strings.Compare(jobs[a].PayloadGroup, jobs[b].PayloadGroup) })
-		for start := 0; start < len(inGroups); {
-			end := start + 1
-			for end < len(inGroups) && jobs[inGroups[end]].PayloadGroup == jobs[inGroups[start]].PayloadGroup {
-				end++
-			}
-			if err := loadGroupPayloads(txn, jobs, inGroups[start:end], found); err != nil {
-				return err
-			}
-			start = end
+		slices.SortFunc(inGroups, func(a, b int) int { return strings.Compare(jobs[a].ID, jobs[b].ID) })
+		if err := s.loadMemberPayloads(txn, jobs, inGroups, found); err != nil {
+			return err
 		}
 		if len(need) == 0 {
 			return nil

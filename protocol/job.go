@@ -55,10 +55,14 @@ type Binding struct {
 
 // Job is the stored record of a job. Payload is canonical JSON.
 type Job struct {
-	ID          string     `msgpack:"id"`
-	Type        string     `msgpack:"type"`
-	Queue       string     `msgpack:"queue"`
-	Priority    uint16     `msgpack:"priority"`
+	ID       string `msgpack:"id"`
+	Type     string `msgpack:"type"`
+	Queue    string `msgpack:"queue"`
+	Priority uint16 `msgpack:"priority"`
+	// InGroup reports that the job belongs to a stored job group
+	// (persistence), which holds its payload; it is not part of the
+	// record (and sits in Priority's padding).
+	InGroup     bool       `msgpack:"-"`
 	Status      Status     `msgpack:"status"`
 	Payload     []byte     `msgpack:"payload,omitempty"` // nil when only the store holds it
 	ReadyAt     uint64     `msgpack:"ready_at"`
@@ -74,10 +78,6 @@ type Job struct {
 	UniqueWhile string     `msgpack:"unique_while,omitempty"`
 	Batch       *Batch     `msgpack:"batch,omitempty"`
 	Budgets     []Binding  `msgpack:"budgets,omitempty"`
-	// PayloadGroup names the stored job group (persistence) whose record
-	// holds the payload, when the job belongs to one; it is not part of
-	// the record.
-	PayloadGroup string `msgpack:"-"`
 }
 
 // VisibleStatus is the status a reader sees at time now: a scheduled job

@@ -1,0 +1,174 @@
+package persistence
+
+import (
+	"bytes"
+	"container/list"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// groupCache keeps the most recently read job groups decoded, for the take
+// streams' payload reads (LoadPayloads): the members a stream is given at
+// a time usually come from a few groups, and one group's members are
+// usually given out over many batches. A group record never changes once
+// written, so a decoded copy stays right for as long as the group exists;
+// what changes are its marks, of which the cache keeps the gone members it
+// has read, and reads only the marks written since. Whether the group
+// still exists is asked of the store on every use.
+type groupCache struct {
+	mu     sync.Mutex
+	max    int // bytes of decoded members kept at most
+	size   int
+	lru    *list.List // of *cachedGroup, most recent first
+	byName map[string]*list.Element
+	firsts []string // the cached groups' first IDs, sorted
+}
+
+// cachedGroup is one decoded group. Its fields are guarded by the cache's
+// mutex, but for members and body, which never change.
+type cachedGroup struct {
+	first, last string
+	body        []byte
+	members     []groupMember // into body, in ID order
+	gone        map[string]bool
+	marksRead   uint32 // marks folded into gone: the next one's sequence
+}
+
+func newGroupCache(maxBytes int) *groupCache {
+	return &groupCache{max: maxBytes, lru: list.New(), byName: make(map[string]*list.Element)}
+}
+
+// lookup returns the cached group whose ID range holds id.
+func (c *groupCache) lookup(id string) *cachedGroup {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := sort.SearchStrings(c.firsts, id)
+	if i == len(c.firsts) || c.firsts[i] != id {
+		i-- // the greatest first ID below id
+	}
+	if i < 0 {
+		return nil
+	}
+	el := c.byName[c.firsts[i]]
+	cg := el.Value.(*cachedGroup)
+	if cg.last < id {
+		return nil
+	}
+	c.lru.MoveToFront(el)
+	return cg
+}
+
+// add caches a decoded group, evicting the least recently used ones
+// beyond the bound; a group larger than the bound is not kept.
+func (c *groupCache) add(cg *cachedGroup) {
+	if len(cg.body) > c.max {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.byName[cg.first]; ok {
+		return
+	}
+	c.byName[cg.first] = c.lru.PushFront(cg)
+	c.size += len(cg.body)
+	i := sort.SearchStrings(c.firsts, cg.first)
+	c.firsts = append(c.firsts, "")
+	copy(c.firsts[i+1:], c.firsts[i:])
+	c.firsts[i] = cg.first
+	for c.size > c.max {
+		old := c.lru.Remove(c.lru.Back()).(*cachedGroup)
+		delete(c.byName, old.first)
+		c.size -= len(old.body)
+		j := sort.SearchStrings(c.firsts, old.first)
+		c.firsts = append(c.firsts[:j], c.firsts[j+1:]...)
+	}
+}
+
+// decodeCachedGroup decodes a group record into a cachedGroup (copying
+// what it keeps out of val).
+func decodeCachedGroup(first string, val []byte) (*cachedGroup, error) {
+	last, err := groupLast(val)
+	if err != nil {
+		return nil, err
+	}
+	cg := &cachedGroup{first: first, last: last, gone: make(map[string]bool)}
+	var total int
+	if err := forEachMember(val, func(m groupMember) bool {
+		total += len(m.id) + len(m.rec) + len(m.payload)
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	cg.body = make([]byte, 0, total)
+	err = forEachMember(val, func(m groupMember) bool {
+		at := len(cg.body)
+		cg.body = append(append(append(cg.body, m.id...), m.rec...), m.payload...)
+		b := cg.body[at:]
+		cg.members = append(cg.members, groupMember{
+			id:      b[:len(m.id)],
+			rec:     b[len(m.id) : len(m.id)+len(m.rec)],
+			payload: b[len(m.id)+len(m.rec):],
+		})
+		return true
+	})
+	return cg, err
+}
+
+// member returns the member id of the group.
+func (cg *cachedGroup) member(id string) (groupMember, bool) {
+	i := sort.Search(len(cg.members), func(k int) bool { return string(cg.members[k].id) >= id })
+	if i < len(cg.members) && string(cg.members[i].id) == id {
+		return cg.members[i], true
+	}
+	return groupMember{}, false
+}
+
+// refreshGone folds the group's marks written since the last refresh into
+// its gone members.
+func (c *groupCache) refreshGone(txn *badger.Txn, cg *cachedGroup) error {
+	c.mu.Lock()
+	from := cg.marksRead
+	c.mu.Unlock()
+	opts := badger.DefaultIteratorOptions
+	prefix := markPrefix(cg.first)
+	opts.Prefix = prefix
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	var gone []string
+	next := from
+	for it.Seek(markKey(cg.first, from)); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if len(k) != len(prefix)+4 || !bytes.HasPrefix(k, prefix) {
+			return fmt.Errorf("group %s: malformed mark key %x", cg.first, k)
+		}
+		seq := uint32(k[len(prefix)])<<24 | uint32(k[len(prefix)+1])<<16 | uint32(k[len(prefix)+2])<<8 | uint32(k[len(prefix)+3])
+		next = max(next, seq+1)
+		err := it.Item().Value(func(v []byte) error {
+			return forEachMark(v, func(kind byte, id []byte, _ uint64) {
+				if kind == markGone {
+					gone = append(gone, string(id))
+				}
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("group %s mark %d: %w", cg.first, seq, err)
+		}
+	}
+	c.mu.Lock()
+	for _, id := range gone {
+		cg.gone[id] = true
+	}
+	cg.marksRead = max(cg.marksRead, next)
+	c.mu.Unlock()
+	return nil
+}
+
+// isGone reports whether the marks read so far say member id is gone.
+func (c *groupCache) isGone(cg *cachedGroup, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cg.gone[id]
+}
