@@ -162,10 +162,10 @@ type engine struct {
 	// byID and byQueue are every stored job's ID (unfinished and retained
 	// finished), in ID order, overall and per queue: the indexes of the
 	// query endpoints (query.go).
-	byID    *orderedSet[string]
-	byQueue map[string]*orderedSet[string]
-	byType  map[string]*orderedSet[string] // the same per type
-	byKey   map[string]*orderedSet[string] // the same per bound budget key
+	byID    *orderedSet[protocol.IDKey]
+	byQueue map[string]*orderedSet[protocol.IDKey]
+	byType  map[string]*orderedSet[protocol.IDKey] // the same per type
+	byKey   map[string]*orderedSet[protocol.IDKey] // the same per bound budget key
 
 	streams        map[uint64]*stream
 	order          []*stream
@@ -231,10 +231,10 @@ func newEngine(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consume
 		purgeOrder:  btree.NewG(16, terminalLess),
 		sched:       newSchedSet(),
 		queueCounts: make(map[string]int),
-		byID:        newOrderedSet(idLess),
-		byQueue:     make(map[string]*orderedSet[string]),
-		byType:      make(map[string]*orderedSet[string]),
-		byKey:       make(map[string]*orderedSet[string]),
+		byID:        newOrderedSet(keyLess),
+		byQueue:     make(map[string]*orderedSet[protocol.IDKey]),
+		byType:      make(map[string]*orderedSet[protocol.IDKey]),
+		byKey:       make(map[string]*orderedSet[protocol.IDKey]),
 		streams:     make(map[uint64]*stream),
 		consumed:    consumed,
 		budgets:     make(map[string]*budgetEntry),
@@ -255,6 +255,12 @@ func (e *engine) loadBudget(b protocol.Budget) {
 // are rewritten in batch. It returns whether the job was recovered from
 // in flight.
 func (e *engine) loadJob(now uint64, j *protocol.Job, m persistence.Member, batch *persistence.Batch) (recovered bool) {
+	if _, ok := protocol.ParseIDKey(j.ID); !ok {
+		// tollgate mints every ID; this one is damage, and the ID indexes
+		// could not order it
+		e.log.Error("stored job with a malformed ID left out", "job_id", j.ID)
+		return false
+	}
 	e.internNames(j)
 	e.noteLoadedKey(j)
 	if j.Status.Terminal() {
@@ -1133,42 +1139,56 @@ func (e *engine) dropTerminal(t terminalJob) {
 	e.decStored(t.meta)
 }
 
-func idLess(a, b string) bool { return a < b }
+// The ID indexes hold jobs' IDs as protocol.IDKeys: compared without
+// reading the ID strings, and nothing for the collector to scan.
+func keyLess(a, b protocol.IDKey) bool { return a.Less(b) }
+
+// idKey is the key of a job ID the engine stores (minted, or loaded after
+// loadJob checked it).
+func idKey(id string) protocol.IDKey {
+	k, ok := protocol.ParseIDKey(id)
+	if !ok {
+		panic(fmt.Sprintf("actors: %q is not a job ID", id))
+	}
+	return k
+}
 
 // addStored counts a stored job in its queue and adds it to the indexes.
 func (e *engine) addStored(j *protocol.Job) {
+	k := idKey(j.ID)
 	e.queueCounts[j.Queue]++
-	e.byID.ReplaceOrInsert(j.ID)
-	e.addToQueue(j.ID, j.Queue)
-	addToIndex(e.byType, j.Type, j.ID)
-	e.indexKeys(j, true)
+	e.byID.ReplaceOrInsert(k)
+	addToIndex(e.byQueue, j.Queue, k)
+	addToIndex(e.byType, j.Type, k)
+	e.indexKeys(j, k, true)
 }
 
-// indexKeys adds j to (or drops it from) the indexes of its budget keys.
-func (e *engine) indexKeys(j *protocol.Job, add bool) {
+// indexKeys adds j (whose ID's key is k) to, or drops it from, the indexes
+// of its budget keys.
+func (e *engine) indexKeys(j *protocol.Job, k protocol.IDKey, add bool) {
 	for _, b := range j.Budgets {
 		if add {
-			addToIndex(e.byKey, b.Key, j.ID)
+			addToIndex(e.byKey, b.Key, k)
 		} else {
-			dropFromIndex(e.byKey, b.Key, j.ID)
+			dropFromIndex(e.byKey, b.Key, k)
 		}
 	}
 }
 
-func addToIndex(m map[string]*orderedSet[string], k, id string) {
-	t := m[k]
+func addToIndex(m map[string]*orderedSet[protocol.IDKey], name string, k protocol.IDKey) {
+	t := m[name]
 	if t == nil {
-		t = newOrderedSet(idLess)
-		m[k] = t
+		t = newOrderedSet(keyLess)
+		m[name] = t
 	}
-	t.ReplaceOrInsert(id)
+	t.ReplaceOrInsert(k)
 }
 
-func dropFromIndex(m map[string]*orderedSet[string], k, id string) {
-	if t := m[k]; t != nil {
-		t.Delete(id)
+func dropFromIndex(m map[string]*orderedSet[protocol.IDKey], name string, k protocol.IDKey) {
+	if t := m[name]; t != nil {
+		t.Delete(k)
 		if t.Len() == 0 {
-			delete(m, k)
+			delete(m, name)
 		}
 	}
 }
@@ -1176,37 +1196,26 @@ func dropFromIndex(m map[string]*orderedSet[string], k, id string) {
 // decStored uncounts a stored job that is deleted and drops it from the
 // indexes.
 func (e *engine) decStored(j *protocol.Job) {
-	dropFromIndex(e.byType, j.Type, j.ID)
-	e.indexKeys(j, false)
-	e.decQueue(j.ID, j.Queue)
+	k := idKey(j.ID)
+	dropFromIndex(e.byType, j.Type, k)
+	e.indexKeys(j, k, false)
+	if e.queueCounts[j.Queue]--; e.queueCounts[j.Queue] <= 0 {
+		delete(e.queueCounts, j.Queue)
+	}
+	e.byID.Delete(k)
+	dropFromIndex(e.byQueue, j.Queue, k)
 }
 
-func (e *engine) addToQueue(id, q string) {
-	t := e.byQueue[q]
-	if t == nil {
-		t = newOrderedSet(idLess)
-		e.byQueue[q] = t
+// moveQueue moves a stored job's ID from one queue's index and count to
+// another's.
+func (e *engine) moveQueue(id, from, to string) {
+	k := idKey(id)
+	if e.queueCounts[from]--; e.queueCounts[from] <= 0 {
+		delete(e.queueCounts, from)
 	}
-	t.ReplaceOrInsert(id)
-}
-
-func (e *engine) removeFromQueue(id, q string) {
-	if t := e.byQueue[q]; t != nil {
-		t.Delete(id)
-		if t.Len() == 0 {
-			delete(e.byQueue, q)
-		}
-	}
-}
-
-// decQueue uncounts a stored job that is deleted and drops it from the
-// indexes.
-func (e *engine) decQueue(id, q string) {
-	if e.queueCounts[q]--; e.queueCounts[q] <= 0 {
-		delete(e.queueCounts, q)
-	}
-	e.byID.Delete(id)
-	e.removeFromQueue(id, q)
+	dropFromIndex(e.byQueue, from, k)
+	e.queueCounts[to]++
+	addToIndex(e.byQueue, to, k)
 }
 
 // reap deletes retained finished jobs past purge_at, up to 1000 per call.
@@ -1251,9 +1260,9 @@ func (e *engine) reset(now uint64, reply func(any)) {
 	e.completedTotal, e.deadTotal = 0, 0
 	e.queueCounts = make(map[string]int)
 	e.byID.Clear()
-	e.byQueue = make(map[string]*orderedSet[string])
-	e.byType = make(map[string]*orderedSet[string])
-	e.byKey = make(map[string]*orderedSet[string])
+	e.byQueue = make(map[string]*orderedSet[protocol.IDKey])
+	e.byType = make(map[string]*orderedSet[protocol.IDKey])
+	e.byKey = make(map[string]*orderedSet[protocol.IDKey])
 	e.budgets = make(map[string]*budgetEntry)
 	e.unique = make(map[string]string)
 	for _, s := range e.streams {

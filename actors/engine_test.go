@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -64,7 +65,7 @@ func TestBackoffFormula(t *testing.T) {
 func TestReaperRemovesExpiredFinishedJobs(t *testing.T) {
 	e, out := testEngine(EngineConfig{})
 	for i, purgeAt := range []uint64{3000, 1000, 2000} {
-		j := &protocol.Job{ID: string(rune('a' + i)), Queue: "q", Status: protocol.StatusCompleted, PurgeAt: purgeAt}
+		j := &protocol.Job{ID: testID(i), Queue: "q", Status: protocol.StatusCompleted, PurgeAt: purgeAt}
 		e.loadJob(0, j, persistence.Member{}, persistence.NewBatch(false))
 	}
 	if got := e.listQueues(); len(got) != 1 {
@@ -168,3 +169,7 @@ func TestRebindWaitsForReservation(t *testing.T) {
 		t.Fatal("an unbudgeted job is still parked")
 	}
 }
+
+// testID is a job ID of the minted form (25 base-36 digits) for job n of a
+// test; the engine indexes IDs by their value.
+func testID(n int) string { return fmt.Sprintf("%025d", n) }

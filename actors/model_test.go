@@ -2332,13 +2332,13 @@ func indexViolation(e *engine) string {
 	want := make(map[string]int)
 	for id, en := range e.jobs {
 		want[en.job.Queue]++
-		if t := e.byQueue[en.job.Queue]; t == nil || !t.Has(id) || !e.byID.Has(id) {
+		if t := e.byQueue[en.job.Queue]; t == nil || !t.Has(idKey(id)) || !e.byID.Has(idKey(id)) {
 			return fmt.Sprintf("job %s (queue %s) missing from the indexes", id, en.job.Queue)
 		}
 	}
 	for id, t := range e.terminal {
 		want[t.queue]++
-		if q := e.byQueue[t.queue]; q == nil || !q.Has(id) || !e.byID.Has(id) || t.meta == nil {
+		if q := e.byQueue[t.queue]; q == nil || !q.Has(idKey(id)) || !e.byID.Has(idKey(id)) || t.meta == nil {
 			return fmt.Sprintf("finished job %s (queue %s) missing from the indexes", id, t.queue)
 		}
 	}

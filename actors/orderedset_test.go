@@ -154,7 +154,7 @@ func BenchmarkOrderedSetFIFO(b *testing.B) {
 // under load: IDs appended in order, deleted near the front but not in
 // order (50 workers ack their own jobs).
 func BenchmarkOrderedSetIDWindow(b *testing.B) {
-	s := newOrderedSet(idLess)
+	s := newOrderedSet(func(a, b string) bool { return a < b })
 	id := func(i int) string { return fmt.Sprintf("%025d", i) }
 	const window = 5000
 	ids := make([]string, b.N+window)

@@ -347,12 +347,7 @@ func (e *engine) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 	j := en.job
 	defer e.syncSched(en)
 	if p.Queue.Present && !p.Queue.Null && p.Queue.Value != j.Queue {
-		if e.queueCounts[j.Queue]--; e.queueCounts[j.Queue] <= 0 {
-			delete(e.queueCounts, j.Queue)
-		}
-		e.removeFromQueue(j.ID, j.Queue)
-		e.queueCounts[p.Queue.Value]++
-		e.addToQueue(j.ID, p.Queue.Value)
+		e.moveQueue(j.ID, j.Queue, p.Queue.Value)
 	}
 	switch en.state {
 	case stReady, stParked:
@@ -527,20 +522,26 @@ func (e *engine) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		}
 	}
 	stopped := false
-	it := func(id string) bool {
-		if !visit(id) {
+	it := func(k protocol.IDKey) bool {
+		if !visit(k.String()) {
 			stopped = true
 			return false
 		}
 		return true
 	}
+	// The cursor is of an ID's form (the HTTP layer checks); one above
+	// every ID's value (no job has it) sorts after them all.
+	from, fromOK := protocol.ParseIDKey(m.From)
 	switch {
+	case m.Desc && m.From != "" && !fromOK:
+		tree.Descend(it)
 	case m.Desc && m.From != "":
-		tree.DescendLessOrEqual(m.From, it)
+		tree.DescendLessOrEqual(from, it)
 	case m.Desc:
 		tree.Descend(it)
+	case m.From != "" && !fromOK:
 	default:
-		tree.AscendGreaterOrEqual(m.From, it)
+		tree.AscendGreaterOrEqual(from, it)
 	}
 	res.Done = !stopped
 	return res

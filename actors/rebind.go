@@ -192,8 +192,9 @@ func (e *engine) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 // the new bindings.
 func (e *engine) applyBindings(en *entry, list []protocol.Binding) {
 	e.unbind(en.job)
-	e.indexKeys(en.job, false)
-	defer e.indexKeys(en.job, true)
+	k := idKey(en.job.ID)
+	e.indexKeys(en.job, k, false)
+	defer func() { e.indexKeys(en.job, k, true) }()
 	if en.state == stReady || en.state == stParked {
 		e.detach(en)
 		en.job.Budgets = list

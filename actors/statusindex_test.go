@@ -87,10 +87,10 @@ func TestStatusIndexMatchesFullScan(t *testing.T) {
 	const now = 1000
 
 	b := persistence.NewBatch(false)
-	e.loadJob(now, &protocol.Job{ID: "l1", Queue: "q", Status: protocol.StatusScheduled, ReadyAt: 3000}, persistence.Member{}, b)
-	e.loadJob(now, &protocol.Job{ID: "l2", Queue: "q", Status: protocol.StatusInFlight, ReadyAt: 10}, persistence.Member{}, b)
-	e.loadJob(now, &protocol.Job{ID: "l3", Queue: "q", Status: protocol.StatusCompleted, PurgeAt: 4000}, persistence.Member{}, b)
-	e.loadJob(now, &protocol.Job{ID: "l4", Queue: "q", Status: protocol.StatusDead, PurgeAt: 20_000}, persistence.Member{}, b)
+	e.loadJob(now, &protocol.Job{ID: testID(1), Queue: "q", Status: protocol.StatusScheduled, ReadyAt: 3000}, persistence.Member{}, b)
+	e.loadJob(now, &protocol.Job{ID: testID(2), Queue: "q", Status: protocol.StatusInFlight, ReadyAt: 10}, persistence.Member{}, b)
+	e.loadJob(now, &protocol.Job{ID: testID(3), Queue: "q", Status: protocol.StatusCompleted, PurgeAt: 4000}, persistence.Member{}, b)
+	e.loadJob(now, &protocol.Job{ID: testID(4), Queue: "q", Status: protocol.StatusDead, PurgeAt: 20_000}, persistence.Member{}, b)
 	e.finishLoad()
 	checkStatusCounts(t, e, "load", nows...)
 
@@ -141,7 +141,7 @@ func TestStatusIndexMatchesFullScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.patchJobs(now, &PatchJobs{IDs: []string{views[0].ID, views[3].ID, inflight[1], inflight[5], "l2"}, Patch: p}, reply)
+	e.patchJobs(now, &PatchJobs{IDs: []string{views[0].ID, views[3].ID, inflight[1], inflight[5], testID(2)}, Patch: p}, reply)
 	checkStatusCounts(t, e, "patch ready_at", nows...)
 	p, _ = protocol.DecodeJobPatch(protocol.JSON, []byte(`{"ready_at":null}`))
 	e.patchJobs(now, &PatchJobs{IDs: []string{views[6].ID, inflight[1]}, Patch: p}, reply)
@@ -155,10 +155,10 @@ func TestStatusIndexMatchesFullScan(t *testing.T) {
 	}
 	checkStatusCounts(t, e, "rebind", nows...)
 
-	e.onJobsDue(2500, []string{views[3].ID, views[9].ID, inflight[0], "l1"})
+	e.onJobsDue(2500, []string{views[3].ID, views[9].ID, inflight[0], testID(1)})
 	checkStatusCounts(t, e, "promote", nows...)
 
-	for _, id := range []string{views[9].ID, inflight[2], "l1", "l3", inflight[6], "nope"} {
+	for _, id := range []string{views[9].ID, inflight[2], testID(1), testID(3), inflight[6], "nope"} {
 		e.deleteJob(now, id, reply)
 	}
 	checkStatusCounts(t, e, "delete", nows...)

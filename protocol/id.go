@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"math/big"
+	"math/bits"
 )
 
 // IDLength is the length of a job ID's text form (SCRU128, base 36).
@@ -76,8 +77,24 @@ const base36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 // formatID writes the 128-bit value as 25 base-36 digits.
 func formatID(ts uint64, hi, lo, entropy uint32) string {
 	// high 64 bits: ts(48) | hi(24) top 16 bits; low 64 bits: hi low 8 | lo(24) | entropy(32)
-	high := ts<<16 | uint64(hi)>>8
-	low := uint64(hi&0xff)<<56 | uint64(lo)<<32 | uint64(entropy)
+	return IDKey{Hi: ts<<16 | uint64(hi)>>8, Lo: uint64(hi&0xff)<<56 | uint64(lo)<<32 | uint64(entropy)}.String()
+}
+
+// IDKey is a job ID as its 128-bit value. Keys order as their IDs do (25
+// base-36 digits of one length) and hold no pointer, so the engine's
+// in-memory ID indexes compare them without reading the ID strings and
+// the collector does not scan them.
+type IDKey struct{ Hi, Lo uint64 }
+
+// Less orders keys as their IDs.
+func (k IDKey) Less(o IDKey) bool { return k.Hi < o.Hi || (k.Hi == o.Hi && k.Lo < o.Lo) }
+
+// MaxIDKey is above every key of an ID.
+var MaxIDKey = IDKey{Hi: ^uint64(0), Lo: ^uint64(0)}
+
+// String is the key's ID.
+func (k IDKey) String() string {
+	high, low := k.Hi, k.Lo
 	var out [IDLength]byte
 	for i := IDLength - 1; i >= 0; i-- {
 		// divide the 128-bit (high, low) by 36
@@ -95,6 +112,52 @@ func formatID(ts uint64, hi, lo, entropy uint32) string {
 		out[i] = base36[r]
 	}
 	return string(out[:])
+}
+
+// pow36x12 is 36^12, the largest power of 36 below 2^63.
+const pow36x12 = 4738381338321616896
+
+// ParseIDKey returns the key of an ID. It reports false when s is not of
+// an ID's form (ValidID) or its value does not fit in 128 bits (no minted
+// ID is above 2^128).
+func ParseIDKey(s string) (IDKey, bool) {
+	if !ValidID(s) {
+		return IDKey{}, false
+	}
+	// 25 digits: 1, then two runs of 12, each run folded in with one
+	// 128-bit multiply by 36^12
+	var k IDKey
+	k.Lo = uint64(digit36(s[0]))
+	for _, run := range [2]string{s[1:13], s[13:25]} {
+		var v uint64
+		for i := 0; i < len(run); i++ {
+			v = v*36 + uint64(digit36(run[i]))
+		}
+		// k = k*36^12 + v
+		h1, l1 := bits.Mul64(k.Lo, pow36x12)
+		h2, l2 := bits.Mul64(k.Hi, pow36x12)
+		if h2 != 0 {
+			return IDKey{}, false
+		}
+		hi, carry := bits.Add64(h1, l2, 0)
+		if carry != 0 {
+			return IDKey{}, false
+		}
+		lo, c2 := bits.Add64(l1, v, 0)
+		if hi, carry = bits.Add64(hi, 0, c2); carry != 0 {
+			return IDKey{}, false
+		}
+		k = IDKey{Hi: hi, Lo: lo}
+	}
+	return k, true
+}
+
+// digit36 is the value of a base-36 digit of [0-9a-z].
+func digit36(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
 }
 
 // parseID decodes an ID's text into its 128-bit value (tests use it).

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"math/big"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -80,6 +81,57 @@ func TestValidID(t *testing.T) {
 	} {
 		if ValidID(s) != want {
 			t.Errorf("ValidID(%q) != %v", s, want)
+		}
+	}
+}
+
+// TestIDKeyRoundTripsAndOrders checks ParseIDKey against math/big on random
+// and boundary IDs, String back to the ID, that keys order as IDs, and the
+// refusals: malformed IDs and 25 digits above 2^128.
+func TestIDKeyRoundTripsAndOrders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	ids := []string{"0000000000000000000000000", "0000000000000000000000001", "f5lxx1zz5pnorynqglhzmsp33", "000000000000z000000000000"}
+	for range 2000 {
+		ids = append(ids, formatID(rng.Uint64()&maxTimestamp, rng.Uint32()&maxCounter, rng.Uint32()&maxCounter, rng.Uint32()))
+	}
+	keys := make([]IDKey, len(ids))
+	for i, id := range ids {
+		k, ok := ParseIDKey(id)
+		if !ok {
+			t.Fatalf("ParseIDKey(%s) refused", id)
+		}
+		want, _ := parseID(id)
+		got := new(big.Int).SetUint64(k.Hi)
+		got.Lsh(got, 64).Or(got, new(big.Int).SetUint64(k.Lo))
+		if got.Cmp(want) != 0 {
+			t.Fatalf("ParseIDKey(%s) = %v, want %v", id, got, want)
+		}
+		if k.String() != id {
+			t.Fatalf("key of %s prints %s", id, k.String())
+		}
+		keys[i] = k
+	}
+	for i := range ids {
+		j := rng.IntN(len(ids))
+		if (ids[i] < ids[j]) != keys[i].Less(keys[j]) {
+			t.Fatalf("%s < %s is %v, keys say %v", ids[i], ids[j], ids[i] < ids[j], keys[i].Less(keys[j]))
+		}
+	}
+	if k, ok := ParseIDKey("f5lxx1zz5pnorynqglhzmsp33"); !ok || k != MaxIDKey {
+		t.Fatalf("the largest ID is %v, %v", k, ok)
+	}
+	for _, bad := range []string{"", "short", "0000000000000000000000000x", "000000000000000000000000A", "f5lxx1zz5pnorynqglhzmsp34", "zzzzzzzzzzzzzzzzzzzzzzzzz"} {
+		if _, ok := ParseIDKey(bad); ok {
+			t.Fatalf("ParseIDKey(%q) accepted", bad)
+		}
+	}
+}
+
+func BenchmarkParseIDKey(b *testing.B) {
+	id := formatID(1788216589726, 0x123456, 0xabcdef, 0xdeadbeef)
+	for b.Loop() {
+		if _, ok := ParseIDKey(id); !ok {
+			b.Fatal("refused")
 		}
 	}
 }
