@@ -49,9 +49,13 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *actor.Stopped:
 	case *ReserveRequest:
 		before := a.traceRequested(m.Job, now)
-		out := a.core.reserve(now, m.Job)
+		out := a.core.reserve(now, m.Job, m.Commit)
 		a.traceReserved(m.Job, out.granted, before, now)
-		a.toQueue.add(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Granted: out.granted})
+		committed := out.granted && m.Commit
+		if committed {
+			a.traceJob(EventCommit, m.Job.ID, now)
+		}
+		a.toQueue.add(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Granted: out.granted, Committed: committed, Cost: m.Job.Cost})
 		a.wake(ctx, out.woken, "refill", now)
 	case *CommitReservation:
 		a.core.commit(now, m.JobID)
@@ -64,6 +68,10 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *ReturnTokens:
 		woken := a.core.finish(now, m.Cost)
 		a.traceJob(EventReturned, m.JobID, now)
+		a.wake(ctx, woken, "release", now)
+	case *RefundTokens:
+		woken := a.core.refund(now, m.Cost)
+		a.traceJob(EventRelease, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
 	case *UnparkJob:
 		woken := a.core.unpark(now, m.JobID)

@@ -123,15 +123,23 @@ type reserveOutcome struct {
 
 // reserve asks for cost tokens for job. It is granted when no earlier
 // parked job is waiting and the tokens are free; otherwise the job parks.
-func (b *budgetCore) reserve(now uint64, job JobRef) reserveOutcome {
+// A final reservation (commit) is debited at once when granted, as if
+// committed: the job's other budgets granted already.
+func (b *budgetCore) reserve(now uint64, job JobRef, commit bool) reserveOutcome {
 	b.settle(now)
-	if _, held := b.holds[job.ID]; held {
-		return reserveOutcome{granted: true} // idempotent
+	if !commit {
+		if _, held := b.holds[job.ID]; held {
+			return reserveOutcome{granted: true} // idempotent
+		}
 	}
 	if h, ok := b.head(); !ok || refLess(job, h) {
 		if b.free()+tokenEpsilon >= float64(job.Cost) {
-			b.holds[job.ID] = job.Cost
-			b.held += uint64(job.Cost)
+			if commit {
+				b.debit(job.Cost)
+			} else {
+				b.holds[job.ID] = job.Cost
+				b.held += uint64(job.Cost)
+			}
 			b.evaluateTimer()
 			return reserveOutcome{granted: true}
 		}
@@ -167,12 +175,37 @@ func (b *budgetCore) commit(now uint64, jobID string) {
 	b.settle(now)
 	delete(b.holds, jobID)
 	b.held -= uint64(cost)
+	b.debit(cost)
+	b.evaluateTimer()
+}
+
+// debit takes cost tokens for a dispatch: spent (time_based, settled) and
+// counted in flight.
+func (b *budgetCore) debit(cost uint32) {
 	if b.def.Strategy.Type == protocol.TimeBased {
 		b.level -= float64(cost)
 	}
 	b.inFlight += uint64(cost)
 	b.dispatches++
-	b.evaluateTimer()
+}
+
+// refund undoes a debit whose job was not dispatched after all: the cost
+// leaves flight and, for time_based, returns to the level (which never
+// rises above capacity).
+func (b *budgetCore) refund(now uint64, cost uint32) []string {
+	b.settle(now)
+	if uint64(cost) > b.inFlight {
+		b.inFlight = 0
+	} else {
+		b.inFlight -= uint64(cost)
+	}
+	if b.def.Strategy.Type == protocol.TimeBased {
+		b.level = math.Min(float64(b.def.Capacity()), b.level+float64(cost))
+	}
+	if b.dispatches > 0 {
+		b.dispatches--
+	}
+	return b.evaluate(now)
 }
 
 // release drops a reservation that will not be committed.

@@ -24,11 +24,41 @@ func ref(id string, prio uint16, cost uint32) JobRef {
 // single-budget job.
 func dispatchOne(t *testing.T, b *budgetCore, now uint64, j JobRef) bool {
 	t.Helper()
-	out := b.reserve(now, j)
+	out := b.reserve(now, j, false)
 	if out.granted {
 		b.commit(now, j.ID)
 	}
 	return out.granted
+}
+
+// TestFinalReservationDebitsAtOnce checks a final reservation (the last of
+// a job's budgets): granted, it debits like a commit with no hold, and a
+// refund gives the tokens back, time_based ones up to capacity only.
+func TestFinalReservationDebitsAtOnce(t *testing.T) {
+	wif := newBudgetCore("w", whileInFlight(3), 0, nil)
+	for i, id := range []string{"a", "b", "c"} {
+		if !wif.reserve(0, ref(id, 1, 1), true).granted {
+			t.Fatalf("final reservation %d refused", i)
+		}
+	}
+	if wif.held != 0 || len(wif.holds) != 0 || wif.inFlight != 3 || wif.dispatches != 3 {
+		t.Fatalf("after 3 final reservations: held %d holds %d in flight %d dispatches %d", wif.held, len(wif.holds), wif.inFlight, wif.dispatches)
+	}
+	if wif.reserve(0, ref("d", 1, 1), true).granted {
+		t.Fatal("granted past the allocation")
+	}
+	if woken := wif.refund(0, 1); len(woken) != 1 || woken[0] != "d" || wif.inFlight != 2 || wif.dispatches != 2 {
+		t.Fatalf("refund woke %v, in flight %d, dispatches %d", woken, wif.inFlight, wif.dispatches)
+	}
+
+	tb := newBudgetCore("t", timeBased(10, 1000, 0), 0, nil) // 10 per second
+	if !tb.reserve(0, ref("a", 1, 4), true).granted || math.Abs(tb.tokens(0)-6) > 1e-9 {
+		t.Fatalf("time_based final reservation: %v tokens left", tb.tokens(0))
+	}
+	tb.refund(100, 4) // 0.1 s later the level had dripped back up to 7
+	if got := tb.tokens(100); math.Abs(got-10) > 1e-9 {
+		t.Fatalf("after the refund %v tokens, want the capacity 10", got)
+	}
 }
 
 func TestDripRefillFromEmpty(t *testing.T) {
@@ -184,10 +214,10 @@ func TestReleaseWakesWhatTokensPayFor(t *testing.T) {
 
 func TestReservationHoldAndRelease(t *testing.T) {
 	b := newBudgetCore("k", whileInFlight(1), 0, nil)
-	if !b.reserve(0, ref("a", 1, 1)).granted {
+	if !b.reserve(0, ref("a", 1, 1), false).granted {
 		t.Fatal("reserve refused")
 	}
-	if b.reserve(0, ref("b", 1, 1)).granted {
+	if b.reserve(0, ref("b", 1, 1), false).granted {
 		t.Fatal("held token granted twice")
 	}
 	if w := b.release(0, "a"); !reflect.DeepEqual(w, []string{"b"}) {

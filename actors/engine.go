@@ -713,9 +713,12 @@ func (e *engine) startReservation(en *entry, s *stream) {
 
 func compareBindingKeys(a, b protocol.Binding) int { return strings.Compare(a.Key, b.Key) }
 
+// askNext asks the next budget in key order; the last one is asked for a
+// final reservation, debited at once when granted (ReserveRequest.Commit).
 func (e *engine) askNext(en *entry) {
 	b := en.resv.bindings[en.resv.idx]
-	e.out.toBudget(b.Key, &ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}})
+	last := en.resv.idx == len(en.resv.bindings)-1
+	e.out.toBudget(b.Key, &ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}, Commit: last})
 }
 
 // persistThenReply commits batch and answers with resp once it is durable
@@ -757,11 +760,15 @@ func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 	defer e.runDeferred(now, m.JobID)
 	en := e.jobs[m.JobID]
 	if en == nil || en.state != stReserving || en.resv.bindings[en.resv.idx].Key != m.Key {
-		// The job left (deleted, reset) while asking: give a hold back, or
-		// take it off the parked list a refusal put it on.
-		if m.Granted {
+		// The job left (deleted, reset) while asking: give a hold (or a
+		// final reservation's debit) back, or take it off the parked list a
+		// refusal put it on.
+		switch {
+		case m.Committed:
+			e.out.toBudget(m.Key, &RefundTokens{JobID: m.JobID, Cost: m.Cost})
+		case m.Granted:
 			e.out.toBudget(m.Key, &ReleaseReservation{JobID: m.JobID})
-		} else {
+		default:
 			e.out.toBudget(m.Key, &UnparkJob{JobID: m.JobID})
 		}
 		return
@@ -782,15 +789,25 @@ func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 		e.askNext(en)
 		return
 	}
+	// all granted: the last budget debited already (a final reservation),
+	// the others hold
 	s := en.stream
 	e.endReservation(en)
+	held := en.resv.bindings[:len(en.resv.bindings)-1]
+	if !m.Committed {
+		held = en.resv.bindings // answered as a plain hold
+	}
 	if s.closed {
+		en.resv.idx = len(held)
 		e.releaseHolds(en)
+		if m.Committed {
+			e.out.toBudget(m.Key, &RefundTokens{JobID: en.job.ID, Cost: m.Cost})
+		}
 		e.makeReady(en)
 		e.pump(now)
 		return
 	}
-	for _, b := range en.resv.bindings {
+	for _, b := range held {
 		e.out.toBudget(b.Key, &CommitReservation{JobID: en.job.ID})
 	}
 	e.dispatch(now, en, s)

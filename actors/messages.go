@@ -11,7 +11,13 @@ import (
 type budgetMsg interface{ isBudgetMsg() }
 
 // ReserveRequest asks a budget to hold Job.Cost tokens for a dispatch.
-type ReserveRequest struct{ Job JobRef }
+// Commit marks the last of a job's budgets (in key order): nothing can
+// refuse the job after it, so a grant debits at once, with no hold and no
+// CommitReservation to follow.
+type ReserveRequest struct {
+	Job    JobRef
+	Commit bool
+}
 
 // CommitReservation turns a granted hold into a debit (the job dispatches).
 type CommitReservation struct{ JobID string }
@@ -21,6 +27,15 @@ type ReleaseReservation struct{ JobID string }
 
 // ReturnTokens tells a budget that a dispatched job stopped being in flight.
 type ReturnTokens struct {
+	JobID string
+	Cost  uint32
+}
+
+// RefundTokens gives back a debit that a final reservation (Commit) made
+// for a job that was not dispatched after all (deleted while reserving,
+// or its stream closed): the tokens return to the pool, time_based ones
+// included.
+type RefundTokens struct {
 	JobID string
 	Cost  uint32
 }
@@ -49,6 +64,7 @@ func (*ReserveRequest) isBudgetMsg()     {}
 func (*CommitReservation) isBudgetMsg()  {}
 func (*ReleaseReservation) isBudgetMsg() {}
 func (*ReturnTokens) isBudgetMsg()       {}
+func (*RefundTokens) isBudgetMsg()       {}
 func (*UnparkJob) isBudgetMsg()          {}
 func (*ApplyDefinition) isBudgetMsg()    {}
 func (*QueuesChanged) isBudgetMsg()      {}
@@ -65,6 +81,10 @@ type ReserveResponse struct {
 	Key     string
 	JobID   string
 	Granted bool
+	// Committed is set when a final reservation (Commit) was granted: the
+	// tokens are debited already, Cost of them.
+	Committed bool
+	Cost      uint32
 }
 
 // JobsWoken hands parked jobs back to the queue: their budget can now

@@ -203,6 +203,7 @@ type mStream struct {
 type modelCommit struct {
 	at   uint64
 	cost uint32
+	job  string
 }
 
 // simBudget is the budget actor: a budgetCore plus the timer bookkeeping of
@@ -419,14 +420,24 @@ func (s *sim) toBudget(key string, msg budgetMsg) {
 		if _, held := sb.core.holds[c.JobID]; !held {
 			s.fail("commit-without-hold", "engine commits job %s on %s, which holds nothing for it", c.JobID, key)
 		}
-		m := s.commitsSent[c.JobID]
-		if m == nil {
-			m = make(map[string]int)
-			s.commitsSent[c.JobID] = m
-		}
-		m[key]++
+		s.countCommit(c.JobID, key, 1)
+	}
+	if r, ok := msg.(*RefundTokens); ok {
+		s.countCommit(r.JobID, key, -1)
 	}
 	s.push(simMsg{to: sb, bm: msg})
+}
+
+// countCommit counts a commit of job on budget key (a CommitReservation
+// sent, a final reservation granted; -1: a refund), for the check that a
+// dispatched job was committed once on each of its budgets.
+func (s *sim) countCommit(job, key string, n int) {
+	m := s.commitsSent[job]
+	if m == nil {
+		m = make(map[string]int)
+		s.commitsSent[job] = m
+	}
+	m[key] += n
 }
 
 func (s *sim) spawnBudget(b protocol.Budget) {
@@ -546,7 +557,14 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 		if h, ok := c.head(); ok && refLess(h, m.Job) && h.ID != m.Job.ID {
 			before = &h
 		}
-		out := c.reserve(now, m.Job)
+		out := c.reserve(now, m.Job, m.Commit)
+		committed := out.granted && m.Commit
+		if committed {
+			// a final reservation: granted and debited in one step
+			s.stats.commits++
+			s.recordCommit(sb, m.Job.Cost, s.seq, m.Job.ID)
+			s.countCommit(m.Job.ID, sb.key, 1)
+		}
 		if out.granted {
 			s.stats.grants++
 			if before != nil && !had {
@@ -558,7 +576,7 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 		} else {
 			s.stats.refusals++
 		}
-		s.push(simMsg{qm: &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Granted: out.granted}})
+		s.push(simMsg{qm: &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Granted: out.granted, Committed: committed, Cost: m.Job.Cost}})
 		if !out.granted && out.woken == nil {
 			sb.lastWoken = nil
 		}
@@ -568,13 +586,23 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 		c.commit(now, m.JobID)
 		if held {
 			s.stats.commits++
-			s.recordCommit(sb, cost, s.grants[modelGrantKey{m.JobID, sb.key}])
+			s.recordCommit(sb, cost, s.grants[modelGrantKey{m.JobID, sb.key}], m.JobID)
 		}
 		s.wake(sb, nil) // syncTimer
 	case *ReleaseReservation:
 		s.wake(sb, c.release(now, m.JobID))
 	case *ReturnTokens:
 		s.wake(sb, c.finish(now, m.Cost))
+	case *RefundTokens:
+		// the job was not dispatched: its debit does not count in the
+		// dispatch windows either
+		for i := len(sb.commits) - 1; i >= 0; i-- {
+			if sb.commits[i].job == m.JobID {
+				sb.commits = append(sb.commits[:i], sb.commits[i+1:]...)
+				break
+			}
+		}
+		s.wake(sb, c.refund(now, m.Cost))
 	case *UnparkJob:
 		s.wake(sb, c.unpark(now, m.JobID))
 	case *ApplyDefinition:
@@ -808,12 +836,12 @@ func (s *sim) describe(m simMsg) string {
 // allocation*w/duration. Only commits granted since the definition last
 // changed count (a hold granted under the old definition is not the new
 // definition's business).
-func (s *sim) recordCommit(sb *simBudget, cost uint32, grantSeq uint64) {
+func (s *sim) recordCommit(sb *simBudget, cost uint32, grantSeq uint64, job string) {
 	def := sb.core.def
 	if def.Strategy.Type != protocol.TimeBased || grantSeq <= sb.periodStart {
 		return
 	}
-	sb.commits = append(sb.commits, modelCommit{s.now, cost})
+	sb.commits = append(sb.commits, modelCommit{s.now, cost, job})
 	if len(sb.commits) > simMaxCommitLog {
 		sb.commits = append([]modelCommit(nil), sb.commits[len(sb.commits)-simMaxCommitLog/2:]...)
 	}

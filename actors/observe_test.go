@@ -329,7 +329,7 @@ func BenchmarkObserveBudgetCycle(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				before := a.traceRequested(ref, 1000)
-				out := a.core.reserve(1000, ref)
+				out := a.core.reserve(1000, ref, false)
 				a.traceReserved(ref, out.granted, before, 1000)
 				a.core.commit(1000, ref.ID)
 				a.traceJob(EventCommit, ref.ID, 1000)
