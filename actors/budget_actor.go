@@ -55,7 +55,7 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		if committed {
 			a.traceJob(EventCommit, m.Job.ID, now)
 		}
-		a.toQueue.add(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Granted: out.granted, Committed: committed, Cost: m.Job.Cost})
+		a.toQueue.add(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost})
 		a.wake(ctx, out.woken, "refill", now)
 	case *CommitReservation:
 		a.core.commit(now, m.JobID)
@@ -74,7 +74,7 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		a.traceJob(EventRelease, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
 	case *UnparkJob:
-		woken := a.core.unpark(now, m.JobID)
+		woken := a.core.unpark(now, m.JobID, m.Priority)
 		a.traceJob(EventUnparked, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
 	case *ApplyDefinition:
@@ -99,7 +99,7 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *BudgetStateRequest, *budgetStateQuery:
 		ctx.Respond(a.state(now))
 	case *parkedJobQuery:
-		ctx.Respond(a.waiting(m.JobID, now))
+		ctx.Respond(a.waiting(m.JobID, m.Priority, now))
 	default:
 		a.log.Warn("budget actor: unknown message", "type", fmt.Sprintf("%T", m))
 	}

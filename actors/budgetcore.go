@@ -10,11 +10,13 @@ import (
 const tokenEpsilon = 1e-9
 
 // JobRef is what a budget knows of a job: its order, its queue and its cost.
+// (Fields ordered so the struct packs into 40 bytes: a budget's parked
+// list holds one per parked job.)
 type JobRef struct {
 	ID       string
-	Priority uint16
 	Queue    string
 	Cost     uint32
+	Priority uint16
 }
 
 func refLess(a, b JobRef) bool {
@@ -40,8 +42,9 @@ type budgetCore struct {
 	holds    map[string]uint32 // job id -> reserved cost
 	inFlight uint64            // committed cost of jobs still in flight
 
-	parked  *orderedSet[JobRef]
-	parkedN map[string]uint16 // id -> priority: finds its ref in parked
+	// parked is the parked jobs in (priority, id) order; messages about a
+	// parked job carry its priority, which finds it there.
+	parked *orderedSet[JobRef]
 
 	// consumed reports whether some open take stream consumes a queue; a
 	// parked job of an unconsumed queue holds nobody back.
@@ -64,7 +67,6 @@ func newBudgetCore(key string, def protocol.Definition, now uint64, consumed fun
 		def:      def,
 		holds:    make(map[string]uint32),
 		parked:   newOrderedSet(refLess),
-		parkedN:  make(map[string]uint16),
 		consumed: consumed,
 	}
 	b.fill(now)
@@ -149,21 +151,16 @@ func (b *budgetCore) reserve(now uint64, job JobRef, commit bool) reserveOutcome
 	return reserveOutcome{woken: b.evaluate(now)}
 }
 
+// park adds job to the parked list (a job parks on a budget only from a
+// reservation, so it is not parked there already: the queue unparks a job,
+// with the priority it parked with, before that priority changes).
 func (b *budgetCore) park(job JobRef) {
-	if prio, ok := b.parkedN[job.ID]; ok {
-		b.parked.Delete(JobRef{ID: job.ID, Priority: prio})
-	}
 	b.parked.ReplaceOrInsert(job)
-	b.parkedN[job.ID] = job.Priority
 }
 
-// parkedRef returns the parked job jobID's ref.
-func (b *budgetCore) parkedRef(jobID string) (JobRef, bool) {
-	prio, ok := b.parkedN[jobID]
-	if !ok {
-		return JobRef{}, false
-	}
-	return b.parked.Get(JobRef{ID: jobID, Priority: prio})
+// parkedRef returns the ref of parked job jobID of the given priority.
+func (b *budgetCore) parkedRef(jobID string, priority uint16) (JobRef, bool) {
+	return b.parked.Get(JobRef{ID: jobID, Priority: priority})
 }
 
 // commit turns a reservation into a debit: the job is being dispatched.
@@ -233,12 +230,10 @@ func (b *budgetCore) finish(now uint64, cost uint32) []string {
 	return nil
 }
 
-// unpark removes a job from the parked list (deleted, rebound, moved).
-func (b *budgetCore) unpark(now uint64, jobID string) []string {
-	if prio, ok := b.parkedN[jobID]; ok {
-		b.parked.Delete(JobRef{ID: jobID, Priority: prio})
-		delete(b.parkedN, jobID)
-	}
+// unpark removes a job, parked with the given priority, from the parked
+// list (deleted, rebound, moved).
+func (b *budgetCore) unpark(now uint64, jobID string, priority uint16) []string {
+	b.parked.Delete(JobRef{ID: jobID, Priority: priority})
 	// Even when the job was no longer parked (woken a moment ago), its
 	// cost may have been counted against the free tokens: look again.
 	return b.evaluate(now)
@@ -276,7 +271,6 @@ func (b *budgetCore) evaluate(now uint64) []string {
 			break
 		}
 		b.parked.Delete(h)
-		delete(b.parkedN, h.ID)
 		woken = append(woken, h.ID)
 		free -= float64(h.Cost)
 	}

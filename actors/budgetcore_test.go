@@ -290,7 +290,7 @@ func TestUnparkMovesHead(t *testing.T) {
 	if b.wakeAt == 0 {
 		t.Fatal("no timer for a parked head")
 	}
-	b.unpark(0, "b")
+	b.unpark(0, "b", 1)
 	if b.wakeAt != 0 || b.parkedCount() != 0 {
 		t.Fatalf("timer %d / parked %d after unparking the only job", b.wakeAt, b.parkedCount())
 	}

@@ -85,6 +85,9 @@ type entry struct {
 	state    jobState
 	inSched  bool // in e.sched
 	override bool
+	// parkedPrio is the priority the job parked with on parkedOn (its
+	// place in that budget's list).
+	parkedPrio uint16
 }
 
 // reservation is a job gathering holds from its budgets in key order.
@@ -769,7 +772,7 @@ func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 		case m.Granted:
 			e.out.toBudget(m.Key, &ReleaseReservation{JobID: m.JobID})
 		default:
-			e.out.toBudget(m.Key, &UnparkJob{JobID: m.JobID})
+			e.out.toBudget(m.Key, &UnparkJob{JobID: m.JobID, Priority: m.Priority})
 		}
 		return
 	}
@@ -779,6 +782,7 @@ func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 		e.endReservation(en)
 		en.state = stParked
 		en.parkedOn = m.Key
+		en.parkedPrio = m.Priority // a patch may change the job's meanwhile
 		en.stream = nil
 		en.resv = nil
 		e.pump(now)
@@ -876,7 +880,7 @@ func (e *engine) detach(en *entry) {
 		e.nudge(en.resv.bindings[en.resv.idx+1:])
 		e.endReservation(en)
 	case stParked:
-		e.out.toBudget(en.parkedOn, &UnparkJob{JobID: en.job.ID})
+		e.out.toBudget(en.parkedOn, &UnparkJob{JobID: en.job.ID, Priority: en.parkedPrio})
 	case stScheduled:
 		e.out.unschedule(en.job.ID)
 	case stInFlight:

@@ -15,6 +15,7 @@ import (
 type recordingOutbox struct {
 	persisted int
 	scheduled map[string]uint64
+	toBudgets []budgetMsg
 }
 
 func (o *recordingOutbox) persist(b *persistence.Batch, done func(error)) {
@@ -23,7 +24,7 @@ func (o *recordingOutbox) persist(b *persistence.Batch, done func(error)) {
 		done(nil)
 	}
 }
-func (o *recordingOutbox) toBudget(string, budgetMsg)  {}
+func (o *recordingOutbox) toBudget(_ string, m budgetMsg) { o.toBudgets = append(o.toBudgets, m) }
 func (o *recordingOutbox) spawnBudget(protocol.Budget) {}
 func (o *recordingOutbox) stopBudget(string)           {}
 func (o *recordingOutbox) schedule(id string, at uint64) {
@@ -168,6 +169,46 @@ func TestRebindWaitsForReservation(t *testing.T) {
 	if en := e.jobs[id]; en.state == stParked {
 		t.Fatal("an unbudgeted job is still parked")
 	}
+}
+
+// TestUnparkNamesThePriorityParkedWith: a job's priority is patched while
+// it reserves; the budget refuses and parks it with the priority it asked
+// with. Removing it later must name that priority, by which the budget
+// finds it in its list, not the patched one.
+func TestUnparkNamesThePriorityParkedWith(t *testing.T) {
+	e, out := testEngine(EngineConfig{})
+	def := protocol.Definition{Allocation: 1, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
+	e.loadBudget(protocol.Budget{Key: "b", Allocation: def.Allocation, Strategy: def.Strategy})
+	var replies []any
+	reply := func(m any) { replies = append(replies, m) }
+	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{{
+		Job:      protocol.Job{Type: "t", Queue: "q", Priority: 5, Payload: []byte("1"), Budgets: []protocol.Binding{{Key: "b", Cost: 1}}},
+		Bindings: []protocol.NewBinding{{Key: "b", Cost: 1}},
+	}}}, reply)
+	id := replies[0].(*EnqueueJobsResponse).Jobs[0].ID
+	e.openStream(0, &OpenStream{Prefetch: 1, Deliver: func([]protocol.Job) {}}, reply)
+	req, ok := out.toBudgets[len(out.toBudgets)-1].(*ReserveRequest)
+	if !ok || req.Job.Priority != 5 {
+		t.Fatalf("last budget message %#v, want a reservation with priority 5", out.toBudgets[len(out.toBudgets)-1])
+	}
+	patch := &protocol.JobPatch{}
+	patch.Priority.Present, patch.Priority.Value = true, 9
+	e.patchJobs(0, &PatchJobs{IDs: []string{id}, Patch: patch, Single: true}, reply)
+	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Priority: req.Job.Priority, Granted: false})
+	if en := e.jobs[id]; en.state != stParked || en.job.Priority != 9 {
+		t.Fatalf("job %s priority %d, want parked with the patched priority 9", modelStateName(en.state), en.job.Priority)
+	}
+	out.toBudgets = nil
+	e.deleteJob(0, id, reply)
+	for _, m := range out.toBudgets {
+		if u, ok := m.(*UnparkJob); ok {
+			if u.Priority != 5 {
+				t.Fatalf("unpark names priority %d, the job parked with 5", u.Priority)
+			}
+			return
+		}
+	}
+	t.Fatalf("no unpark sent: %#v", out.toBudgets)
 }
 
 // testID is a job ID of the minted form (25 base-36 digits) for job n of a

@@ -40,8 +40,12 @@ type RefundTokens struct {
 	Cost  uint32
 }
 
-// UnparkJob removes a job from the budget's parked list.
-type UnparkJob struct{ JobID string }
+// UnparkJob removes a job from the budget's parked list; Priority is the one
+// it parked with, which finds it there.
+type UnparkJob struct {
+	JobID    string
+	Priority uint16
+}
 
 // ApplyDefinition replaces the budget's definition.
 type ApplyDefinition struct{ Definition protocol.Definition }
@@ -78,9 +82,10 @@ type queueMsg interface{ isQueueMsg() }
 
 // ReserveResponse answers a ReserveRequest.
 type ReserveResponse struct {
-	Key     string
-	JobID   string
-	Granted bool
+	Key      string
+	JobID    string
+	Priority uint16 // the job's, as it reserved (and parked, if refused)
+	Granted  bool
 	// Committed is set when a final reservation (Commit) was granted: the
 	// tokens are debited already, Cost of them.
 	Committed bool

@@ -576,7 +576,7 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 		} else {
 			s.stats.refusals++
 		}
-		s.push(simMsg{qm: &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Granted: out.granted, Committed: committed, Cost: m.Job.Cost}})
+		s.push(simMsg{qm: &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost}})
 		if !out.granted && out.woken == nil {
 			sb.lastWoken = nil
 		}
@@ -604,7 +604,7 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 		}
 		s.wake(sb, c.refund(now, m.Cost))
 	case *UnparkJob:
-		s.wake(sb, c.unpark(now, m.JobID))
+		s.wake(sb, c.unpark(now, m.JobID, m.Priority))
 	case *ApplyDefinition:
 		woken := c.update(now, m.Definition)
 		sb.lastWoken = nil
@@ -964,9 +964,10 @@ func (s *sim) checkQuiescent() {
 	counts := [5]int{}
 	parkedIn := make(map[string]int)
 	for _, key := range s.budgetKeys() {
-		for id := range s.budgets[key].core.parkedN {
-			parkedIn[id]++
-		}
+		s.budgets[key].core.parked.Ascend(func(r JobRef) bool {
+			parkedIn[r.ID]++
+			return true
+		})
 	}
 	ids := make([]string, 0, len(e.jobs))
 	for id := range e.jobs {
@@ -1016,7 +1017,7 @@ func (s *sim) checkQuiescent() {
 				s.fail("parked-missing-budget", "job %s parked on missing budget %q", id, en.parkedOn)
 				return
 			}
-			if _, ok := sb.core.parkedN[id]; !ok || parkedIn[id] != 1 {
+			if _, ok := sb.core.parkedRef(id, en.parkedPrio); !ok || parkedIn[id] != 1 {
 				s.fail("park-place", "job %s is parked on %s in the engine; core has it: %v; parked on %d cores", id, en.parkedOn, ok, parkedIn[id])
 				return
 			}
@@ -1102,10 +1103,6 @@ func (s *sim) checkQuiescent() {
 			s.fail("token-leak", "budget %s %s counts %d in flight, the jobs in flight cost %d", key, modelDefString(c.def), c.inFlight, inFlightCost[key])
 			return
 		}
-		if c.parked.Len() != len(c.parkedN) {
-			s.fail("parked-order", "budget %s: parked tree %d, index %d", key, c.parked.Len(), len(c.parkedN))
-			return
-		}
 		var prev *JobRef
 		bad := ""
 		c.parked.Ascend(func(r JobRef) bool {
@@ -1116,7 +1113,7 @@ func (s *sim) checkQuiescent() {
 			p := r
 			prev = &p
 			en := e.jobs[r.ID]
-			if en == nil || en.state != stParked || en.parkedOn != key {
+			if en == nil || en.state != stParked || en.parkedOn != key || en.parkedPrio != r.Priority {
 				st := "unknown"
 				if en != nil {
 					st = modelStateName(en.state) + " on " + en.parkedOn

@@ -196,7 +196,7 @@ func (a *budgetActor) traceReserved(job JobRef, granted bool, before float64, no
 	name := a.actorName()
 	a.tracer.emit(Event{Kind: kind, Actor: name, JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, TokensBefore: tokensPtr(before), Tokens: after})
 	if !granted {
-		a.tracer.emit(Event{Kind: EventParked, Actor: name, JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, Tokens: after, Position: a.position(job.ID)})
+		a.tracer.emit(Event{Kind: EventParked, Actor: name, JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, Tokens: after, Position: a.position(job.ID, job.Priority)})
 	}
 }
 
@@ -274,8 +274,8 @@ func (t *Tracer) budgetDeleted(key string) {
 // position is a parked job's place in its budget's line, from 1: the jobs
 // ahead of it that hold it back (those of a consumed queue), plus one. 0
 // when the job is not parked. It walks the jobs ahead: O(position).
-func (a *budgetActor) position(jobID string) int {
-	ref, ok := a.core.parkedRef(jobID)
+func (a *budgetActor) position(jobID string, priority uint16) int {
+	ref, ok := a.core.parkedRef(jobID, priority)
 	if !ok {
 		return 0
 	}
@@ -315,8 +315,8 @@ func (a *budgetActor) observeState(s *BudgetState, now uint64) {
 // waiting answers where a parked job stands: its place in line and, on a
 // time_based budget, when the tokens for it and every job ahead of it will
 // have dripped in. Its walk is O(position), like position's.
-func (a *budgetActor) waiting(jobID string, now uint64) *JobWaitingResponse {
-	ref, ok := a.core.parkedRef(jobID)
+func (a *budgetActor) waiting(jobID string, priority uint16, now uint64) *JobWaitingResponse {
+	ref, ok := a.core.parkedRef(jobID, priority)
 	if !ok {
 		return &JobWaitingResponse{}
 	}
@@ -460,7 +460,7 @@ func (a *queueActor) onJobWaiting(ctx actor.Context, m *JobWaitingRequest) {
 		ctx.Respond(&JobWaitingResponse{})
 		return
 	}
-	ctx.RequestWithCustomSender(pid, &parkedJobQuery{JobID: m.ID}, ctx.Sender())
+	ctx.RequestWithCustomSender(pid, &parkedJobQuery{JobID: m.ID, Priority: en.parkedPrio}, ctx.Sender())
 }
 
 // ---------------------------------------------------------------- messages
@@ -484,7 +484,10 @@ type metricsSnapshot struct {
 }
 
 // parkedJobQuery is JobWaitingRequest as the budget actor receives it.
-type parkedJobQuery struct{ JobID string }
+type parkedJobQuery struct {
+	JobID    string
+	Priority uint16
+}
 
 func (*JobWaitingRequest) isQueueMsg() {}
 func (*MetricsRequest) isQueueMsg()    {}
