@@ -38,7 +38,7 @@ type EngineConfig struct {
 	// Random returns a uniform float in [0, 1) for backoff jitter.
 	Random func() float64
 	// PayloadCacheBytes bounds the payload bytes memory keeps of unfinished
-	// jobs (default 64 MiB). A job enqueued while there is room keeps its
+	// jobs (default 16 MiB). A job enqueued while there is room keeps its
 	// payload in memory and inside its record until it finishes; beyond
 	// it, the payload is stored apart and read when the job is written to
 	// its stream (Engine.LoadPayloads).

@@ -128,7 +128,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		ReaperInterval:      30 * time.Second,
 		DefaultCommitMode:   persistence.Buffered,
 		MaxBudgets:          8192,
-		GCHeadroomMiB:       256,
+		GCHeadroomMiB:       128,
 	}
 	enqueueMode := persistence.CommitMode("")
 	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
