@@ -25,8 +25,8 @@ func (o *recordingOutbox) persist(b *persistence.Batch, done func(error)) {
 	}
 }
 func (o *recordingOutbox) toBudget(_ string, m budgetMsg) { o.toBudgets = append(o.toBudgets, m) }
-func (o *recordingOutbox) spawnBudget(protocol.Budget) {}
-func (o *recordingOutbox) stopBudget(string)           {}
+func (o *recordingOutbox) spawnBudget(protocol.Budget)    {}
+func (o *recordingOutbox) stopBudget(string)              {}
 func (o *recordingOutbox) schedule(id string, at uint64) {
 	o.scheduled[id] = at
 }

@@ -33,6 +33,12 @@ func (e *engine) storeNewJobs(entries []*entry, batch *persistence.Batch) {
 	}
 	groups := batch.PutGroups(jobs)
 	for i, en := range entries {
+		if groups[i] == nil {
+			// the batch failed to encode (it will not commit): keep the
+			// job as a lone one in memory
+			e.storeNewJob(en.job, batch)
+			continue
+		}
 		e.joinGroup(en, groups[i], false)
 	}
 }

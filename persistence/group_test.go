@@ -214,6 +214,45 @@ func TestGroupLifeCycle(t *testing.T) {
 	}
 }
 
+// TestScanLeavesGroupsEmptiedByTheLoad: a group whose members are all
+// retained finished jobs past purge_at is emptied by the load (loadJob
+// removes them into its own batch). The scan must not delete the group
+// itself, ahead of that batch: if the process stopped in between, the
+// members' own records would be left without their payloads.
+func TestScanLeavesGroupsEmptiedByTheLoad(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	jobs := []*protocol.Job{testJobPayload(10), testJobPayload(11), testJobPayload(12), testJobPayload(13)}
+	b := NewBatch(false)
+	b.PutGroups(jobs)
+	for _, j := range jobs {
+		done := *j
+		done.Status, done.PurgeAt = protocol.StatusCompleted, 1
+		b.PutMember(&done)
+	}
+	commitTest(t, s, b)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir)
+	defer s.Close()
+	load := NewBatch(true) // the loader's batch, never committed here
+	if err := s.ScanJobs(func(j *protocol.Job, m Member) error {
+		load.DeleteMember(m.Group, j.ID, j.Attempts, m.Override)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := s.GroupNames(); len(names) != 1 {
+		t.Fatalf("groups after the scan: %v", names)
+	}
+	for _, j := range jobs {
+		if got, err := s.GetJob(j.ID); err != nil || string(got.Payload) != string(j.Payload) {
+			t.Fatalf("GetJob %s = %+v, %v", j.ID, got, err)
+		}
+	}
+}
+
 // TestGroupDiesInAnyBatchOrder removes the last members in a batch sealed
 // before one that still marks the group: the later batch writes nothing for
 // it, so no mark outlives its group.
@@ -410,4 +449,28 @@ func indexOf(jobs []*protocol.Job, id string) int {
 		}
 	}
 	return -1
+}
+
+// TestScanDeletesMarksWithoutGroup: marks of a group that was never stored
+// (an enqueue whose commit failed while its jobs stayed in memory, then
+// were dispatched) are deleted by the next scan, and nothing is loaded
+// from them.
+func TestScanDeletesMarksWithoutGroup(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	ghost := &Group{first: testJob(5).ID, live: 2}
+	b := NewBatch(false)
+	b.MarkInFlight(ghost, testJob(5).ID, 7)
+	b.PutJob(testJobPayload(9))
+	commitTest(t, s, b)
+	if keys := groupKeys(t, s); len(keys) != 1 {
+		t.Fatalf("keys under g/: %v", keys)
+	}
+	_, _, order := scanAll(t, s)
+	if len(order) != 1 || order[0] != testJob(9).ID {
+		t.Fatalf("scanned %v", order)
+	}
+	if keys := groupKeys(t, s); len(keys) != 0 {
+		t.Fatalf("keys under g/ after the scan: %v", keys)
+	}
 }

@@ -11,13 +11,15 @@ import (
 )
 
 // groupCache keeps the most recently read job groups decoded, for the take
-// streams' payload reads (LoadPayloads): the members a stream is given at
-// a time usually come from a few groups, and one group's members are
-// usually given out over many batches. A group record never changes once
-// written, so a decoded copy stays right for as long as the group exists;
-// what changes are its marks, of which the cache keeps the gone members it
-// has read, and reads only the marks written since. Whether the group
-// still exists is asked of the store on every use.
+// streams' payload reads (LoadPayloads) and for reads of single members
+// (GetJob, behind the query endpoints): the members a stream is given at a
+// time usually come from a few groups, one group's members are usually
+// given out over many batches, and a page of a listing mostly holds
+// neighbours. A group record never changes once written, so a decoded copy
+// stays right for as long as the group exists; what changes are its marks,
+// which the cache folds into each member's state as it reads them, reading
+// only the marks written since it last looked. Whether the group still
+// exists is asked of the store on every use.
 type groupCache struct {
 	mu     sync.Mutex
 	max    int // bytes of decoded members kept at most
@@ -33,9 +35,13 @@ type cachedGroup struct {
 	first, last string
 	body        []byte
 	members     []groupMember // into body, in ID order
-	gone        map[string]bool
-	marksRead   uint32 // marks folded into gone: the next one's sequence
+	states      map[string]memberState
+	marksRead   uint32 // marks folded into states: the next one's sequence
 }
+
+// cost is what a cached group counts against the cache's bound: its
+// decoded members and room for a state per member.
+func (cg *cachedGroup) cost() int { return len(cg.body) + 48*len(cg.members) }
 
 func newGroupCache(maxBytes int) *groupCache {
 	return &groupCache{max: maxBytes, lru: list.New(), byName: make(map[string]*list.Element)}
@@ -64,7 +70,7 @@ func (c *groupCache) lookup(id string) *cachedGroup {
 // add caches a decoded group, evicting the least recently used ones
 // beyond the bound; a group larger than the bound is not kept.
 func (c *groupCache) add(cg *cachedGroup) {
-	if len(cg.body) > c.max {
+	if cg.cost() > c.max {
 		return
 	}
 	c.mu.Lock()
@@ -73,7 +79,7 @@ func (c *groupCache) add(cg *cachedGroup) {
 		return
 	}
 	c.byName[cg.first] = c.lru.PushFront(cg)
-	c.size += len(cg.body)
+	c.size += cg.cost()
 	i := sort.SearchStrings(c.firsts, cg.first)
 	c.firsts = append(c.firsts, "")
 	copy(c.firsts[i+1:], c.firsts[i:])
@@ -81,7 +87,7 @@ func (c *groupCache) add(cg *cachedGroup) {
 	for c.size > c.max {
 		old := c.lru.Remove(c.lru.Back()).(*cachedGroup)
 		delete(c.byName, old.first)
-		c.size -= len(old.body)
+		c.size -= old.cost()
 		j := sort.SearchStrings(c.firsts, old.first)
 		c.firsts = append(c.firsts[:j], c.firsts[j+1:]...)
 	}
@@ -94,7 +100,7 @@ func decodeCachedGroup(first string, val []byte) (*cachedGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	cg := &cachedGroup{first: first, last: last, gone: make(map[string]bool)}
+	cg := &cachedGroup{first: first, last: last, states: make(map[string]memberState)}
 	var total int
 	if err := forEachMember(val, func(m groupMember) bool {
 		total += len(m.id) + len(m.rec) + len(m.payload)
@@ -126,9 +132,9 @@ func (cg *cachedGroup) member(id string) (groupMember, bool) {
 	return groupMember{}, false
 }
 
-// refreshGone folds the group's marks written since the last refresh into
-// its gone members.
-func (c *groupCache) refreshGone(txn *badger.Txn, cg *cachedGroup) error {
+// refresh folds the group's marks written since the last refresh into its
+// members' states.
+func (c *groupCache) refresh(txn *badger.Txn, cg *cachedGroup) error {
 	c.mu.Lock()
 	from := cg.marksRead
 	c.mu.Unlock()
@@ -137,7 +143,13 @@ func (c *groupCache) refreshGone(txn *badger.Txn, cg *cachedGroup) error {
 	opts.Prefix = prefix
 	it := txn.NewIterator(opts)
 	defer it.Close()
-	var gone []string
+	type entry struct {
+		seq  uint32
+		kind byte
+		id   string
+		at   uint64
+	}
+	var seen []entry
 	next := from
 	for it.Seek(markKey(cg.first, from)); it.Valid(); it.Next() {
 		k := it.Item().Key()
@@ -147,10 +159,8 @@ func (c *groupCache) refreshGone(txn *badger.Txn, cg *cachedGroup) error {
 		seq := uint32(k[len(prefix)])<<24 | uint32(k[len(prefix)+1])<<16 | uint32(k[len(prefix)+2])<<8 | uint32(k[len(prefix)+3])
 		next = max(next, seq+1)
 		err := it.Item().Value(func(v []byte) error {
-			return forEachMark(v, func(kind byte, id []byte, _ uint64) {
-				if kind == markGone {
-					gone = append(gone, string(id))
-				}
+			return forEachMark(v, func(kind byte, id []byte, at uint64) {
+				seen = append(seen, entry{seq, kind, string(id), at})
 			})
 		})
 		if err != nil {
@@ -158,17 +168,23 @@ func (c *groupCache) refreshGone(txn *badger.Txn, cg *cachedGroup) error {
 		}
 	}
 	c.mu.Lock()
-	for _, id := range gone {
-		cg.gone[id] = true
+	// another reader may have folded some of them meanwhile: each mark
+	// applies once, in order
+	for _, e := range seen {
+		if e.seq >= cg.marksRead {
+			st := cg.states[e.id]
+			st.apply(e.kind, e.at)
+			cg.states[e.id] = st
+		}
 	}
 	cg.marksRead = max(cg.marksRead, next)
 	c.mu.Unlock()
 	return nil
 }
 
-// isGone reports whether the marks read so far say member id is gone.
-func (c *groupCache) isGone(cg *cachedGroup, id string) bool {
+// state returns what the marks read so far say of member id.
+func (c *groupCache) state(cg *cachedGroup, id string) memberState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return cg.gone[id]
+	return cg.states[id]
 }

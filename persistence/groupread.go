@@ -60,103 +60,50 @@ func readGroup(txn *badger.Txn, first string, fn func(val []byte) error) (bool, 
 	return true, item.Value(fn)
 }
 
-// readMarks folds every mark of group first into the states of the members
-// want selects (all members when want is nil).
-func readMarks(txn *badger.Txn, first string, want func(id []byte) bool, states map[string]memberState) error {
-	opts := badger.DefaultIteratorOptions
-	opts.Prefix = markPrefix(first)
-	it := txn.NewIterator(opts)
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		err := it.Item().Value(func(v []byte) error {
-			return forEachMark(v, func(kind byte, id []byte, at uint64) {
-				if want != nil && !want(id) {
-					return
-				}
-				st := states[string(id)]
-				st.apply(kind, at)
-				states[string(id)] = st
-			})
-		})
-		if err != nil {
-			return fmt.Errorf("group %s mark %x: %w", first, it.Item().Key(), err)
-		}
-	}
-	return nil
-}
-
-// getMember reads member id from its group with its state; it returns
-// badger.ErrKeyNotFound when no group holds it or it is gone.
-func getMember(txn *badger.Txn, id string) (*protocol.Job, error) {
-	first, _, ok, err := findGroup(txn, id)
+// getMember reads member id from its group (through the group cache) with
+// its state; it returns badger.ErrKeyNotFound when no group holds it or it
+// is gone.
+func (s *Store) getMember(txn *badger.Txn, id string) (*protocol.Job, error) {
+	cg, err := s.cachedGroupOf(txn, id)
 	if err != nil {
-		return nil, fmt.Errorf("group of %s: %w", id, err)
+		return nil, err
 	}
+	if cg == nil {
+		return nil, badger.ErrKeyNotFound
+	}
+	m, ok := cg.member(id)
 	if !ok {
 		return nil, badger.ErrKeyNotFound
 	}
-	var job *protocol.Job
-	_, err = readGroup(txn, first, func(val []byte) error {
-		var member groupMember
-		var found bool
-		err := forEachMember(val, func(m groupMember) bool {
-			if string(m.id) == id {
-				member, found = m, true
-				return false
-			}
-			return true
-		})
-		if err != nil || !found {
-			return err
-		}
-		states := make(map[string]memberState, 1)
-		if err := readMarks(txn, first, func(mid []byte) bool { return string(mid) == id }, states); err != nil {
-			return err
-		}
-		st := states[id]
-		if st.gone {
-			return nil
-		}
-		job, err = memberJob(member, st)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("group %s: %w", first, err)
+	if err := s.groups.refresh(txn, cg); err != nil {
+		return nil, err
 	}
-	if job == nil {
+	st := s.groups.state(cg, id)
+	if st.gone {
 		return nil, badger.ErrKeyNotFound
+	}
+	job, err := memberJob(m, st)
+	if err != nil {
+		return nil, fmt.Errorf("group %s member %s: %w", cg.first, id, err)
 	}
 	return job, nil
 }
 
 // readMemberPayload fills in job's payload from its group (the job has its
 // own record, which holds no payload).
-func readMemberPayload(txn *badger.Txn, job *protocol.Job) error {
-	first, _, ok, err := findGroup(txn, job.ID)
+func (s *Store) readMemberPayload(txn *badger.Txn, job *protocol.Job) error {
+	cg, err := s.cachedGroupOf(txn, job.ID)
 	if err != nil {
-		return fmt.Errorf("group of %s: %w", job.ID, err)
+		return err
 	}
-	found := false
-	if ok {
-		_, err = readGroup(txn, first, func(val []byte) error {
-			return forEachMember(val, func(m groupMember) bool {
-				if string(m.id) == job.ID {
-					job.Payload = append(make([]byte, 0, len(m.payload)), m.payload...)
-					found = true
-					return false
-				}
-				return true
-			})
-		})
-		if err != nil {
-			return fmt.Errorf("payload of %s in group %s: %w", job.ID, first, err)
+	if cg != nil {
+		if m, ok := cg.member(job.ID); ok {
+			job.Payload = append(make([]byte, 0, len(m.payload)), m.payload...)
+			job.InGroup = true
+			return nil
 		}
 	}
-	if !found {
-		return fmt.Errorf("payload of %s is missing from the store", job.ID)
-	}
-	job.InGroup = true
-	return nil
+	return fmt.Errorf("payload of %s is missing from the store", job.ID)
 }
 
 // loadMemberPayloads fills in the payloads of jobs[i] for i in need (group
@@ -173,13 +120,13 @@ func (s *Store) loadMemberPayloads(txn *badger.Txn, jobs []protocol.Job, need []
 			start++ // deleted since it was dispatched, with its group
 			continue
 		}
-		if err := s.groups.refreshGone(txn, cg); err != nil {
+		if err := s.groups.refresh(txn, cg); err != nil {
 			return err
 		}
 		end := start
 		for ; end < len(need) && jobs[need[end]].ID <= cg.last; end++ {
 			i := need[end]
-			if m, ok := cg.member(jobs[i].ID); ok && !s.groups.isGone(cg, jobs[i].ID) {
+			if m, ok := cg.member(jobs[i].ID); ok && !s.groups.state(cg, jobs[i].ID).gone {
 				jobs[i].Payload = append(make([]byte, 0, len(m.payload)), m.payload...)
 				found[i] = true
 			}
@@ -239,17 +186,19 @@ type Member struct {
 type scannedGroup struct {
 	g       *Group
 	members []*protocol.Job // nil entries: gone members
+	empty   bool            // every member was gone on disk
 }
 
 // nextGroup reads the group record at it (positioned on a g/ key) and its
 // marks, leaving it on the next group's record; it returns nil at the end.
-func nextGroup(it *badger.Iterator) (*scannedGroup, error) {
+// Marks before the record (of a group never written: an enqueue whose
+// commit failed while the jobs stayed in memory) are added to orphans.
+func nextGroup(it *badger.Iterator, orphans *[][]byte) (*scannedGroup, error) {
 	for ; it.Valid(); it.Next() {
 		if len(it.Item().Key()) == groupKeyLen {
 			break
 		}
-		// a mark whose group is gone: cannot happen (a group and its marks
-		// are deleted together), and is ignored if it does
+		*orphans = append(*orphans, it.Item().KeyCopy(nil))
 	}
 	if !it.Valid() {
 		return nil, nil
@@ -298,6 +247,7 @@ func nextGroup(it *badger.Iterator) (*scannedGroup, error) {
 		sg.members[i] = job
 		g.live++
 	}
+	sg.empty = g.live == 0
 	return sg, nil
 }
 
@@ -305,9 +255,13 @@ func nextGroup(it *badger.Iterator) (*scannedGroup, error) {
 // stored. A job stored alone comes as its record holds it (a payload stored
 // apart is not read: it is nil); a group member comes with its payload and
 // its state, from its own record when it has one. Groups with no member
-// left, which cannot be written, are deleted if found.
+// left, which are never written, are deleted if found, and so are marks
+// whose group was never stored (an enqueue whose commit failed).
 func (s *Store) ScanJobs(fn func(*protocol.Job, Member) error) error {
-	var empty []*Group
+	var (
+		empty   []*Group // as found on disk, before fn removes anyone
+		orphans [][]byte
+	)
 	err := s.db.View(func(txn *badger.Txn) error {
 		jopts := badger.DefaultIteratorOptions
 		jopts.Prefix = jobPrefix
@@ -322,7 +276,7 @@ func (s *Store) ScanJobs(fn func(*protocol.Job, Member) error) error {
 
 		jit.Rewind()
 		git.Rewind()
-		sg, err := nextGroup(git)
+		sg, err := nextGroup(git, &orphans)
 		if err != nil {
 			return err
 		}
@@ -336,10 +290,10 @@ func (s *Store) ScanJobs(fn func(*protocol.Job, Member) error) error {
 				if mi < len(sg.members) {
 					break
 				}
-				if sg.g.live == 0 {
+				if sg.empty {
 					empty = append(empty, sg.g)
 				}
-				if sg, err = nextGroup(git); err != nil {
+				if sg, err = nextGroup(git, &orphans); err != nil {
 					return err
 				}
 				mi = 0
@@ -381,12 +335,15 @@ func (s *Store) ScanJobs(fn func(*protocol.Job, Member) error) error {
 			}
 		}
 	})
-	if err != nil || len(empty) == 0 {
+	if err != nil || len(empty)+len(orphans) == 0 {
 		return err
 	}
 	b := NewBatch(false)
 	b.kills = empty
-	s.log.Warn("deleting job groups without members", "groups", len(empty))
+	for _, k := range orphans {
+		b.del(k)
+	}
+	s.log.Warn("deleting job groups without members and marks without a group", "groups", len(empty), "marks", len(orphans))
 	if err := s.Commit(context.Background(), b); err != nil {
 		return fmt.Errorf("persistence.ScanJobs: delete empty groups: %w", err)
 	}

@@ -32,7 +32,7 @@ func (s *Store) ScanJobsFrom(from string, desc bool, fn func(*protocol.Job) (boo
 	}
 	for _, j := range jobs {
 		if j.Payload == nil {
-			err := s.db.View(func(txn *badger.Txn) error { return readPayload(txn, j) })
+			err := s.db.View(func(txn *badger.Txn) error { return s.readPayload(txn, j) })
 			if err != nil {
 				return fmt.Errorf("persistence.ScanJobsFrom: %w", err)
 			}

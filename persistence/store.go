@@ -263,8 +263,24 @@ func (s *Store) commitLoop() {
 }
 
 // commitGroup commits the batches of a group in one transaction. If the
-// group is too big for one transaction, each batch commits on its own.
+// group is too big for one transaction, each batch commits on its own. A
+// batch that could not be built (an encoding error) fails alone.
 func (s *Store) commitGroup(group []*commit) {
+	ok := group[:0:0]
+	for _, c := range group {
+		if c.batch.err != nil {
+			s.log.Error("commit refused", "err", c.batch.err)
+			if c.done != nil {
+				c.done(fmt.Errorf("persistence: commit: %w", c.batch.err))
+			}
+			continue
+		}
+		ok = append(ok, c)
+	}
+	if len(ok) == 0 {
+		return
+	}
+	group = ok
 	err := s.apply(group)
 	if errors.Is(err, badger.ErrTxnTooBig) && len(group) > 1 {
 		for _, c := range group {
@@ -294,9 +310,6 @@ func (s *Store) apply(group []*commit) error {
 	sync := false
 	for _, c := range group {
 		sync = sync || c.batch.sync
-		if c.batch.err != nil {
-			return c.batch.err
-		}
 		for _, op := range c.batch.ops {
 			if err := op.apply(txn); err != nil {
 				return err
@@ -334,7 +347,7 @@ func (s *Store) GetJob(id string) (*protocol.Job, error) {
 	err := s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(jobKey(id))
 		if errors.Is(err, badger.ErrKeyNotFound) {
-			job, err = getMember(txn, id)
+			job, err = s.getMember(txn, id)
 			return err
 		}
 		if err != nil {
@@ -347,7 +360,7 @@ func (s *Store) GetJob(id string) (*protocol.Job, error) {
 		if job.Payload != nil {
 			return nil
 		}
-		return readPayload(txn, job)
+		return s.readPayload(txn, job)
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, protocol.ErrJobNotFound
@@ -360,12 +373,12 @@ func (s *Store) GetJob(id string) (*protocol.Job, error) {
 
 // readPayload fills in the payload of a job whose record holds none: from
 // its own key, or else from the group it belongs to.
-func readPayload(txn *badger.Txn, job *protocol.Job) error {
+func (s *Store) readPayload(txn *badger.Txn, job *protocol.Job) error {
 	item, err := txn.Get(payloadKey(job.ID))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		// a member's own record: the payload is in its group (whose
 		// absence is damage, not a missing job)
-		return readMemberPayload(txn, job)
+		return s.readMemberPayload(txn, job)
 	}
 	if err != nil {
 		return fmt.Errorf("payload of %s: %w", job.ID, err)
