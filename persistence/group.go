@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -272,16 +273,40 @@ func groupLast(val []byte) (string, error) {
 // forEachMember calls fn for each member of a group record, in ID order,
 // until fn returns false. The member's slices are valid until fn returns.
 func forEachMember(val []byte, fn func(m groupMember) bool) error {
-	format, _, rest, err := groupHeader(val)
+	members, _, err := groupMembers(val, false)
 	if err != nil {
 		return err
 	}
-	if format == groupS2 {
-		if rest, err = s2.Decode(nil, rest); err != nil {
-			return fmt.Errorf("%w: %v", errBadGroup, err)
-		}
+	return walkMembers(members, fn)
+}
+
+// groupMembers returns a group record's members, decompressed when stored
+// compressed. With own set, the result never aliases val (it is copied
+// when stored plain); the second result reports whether it was copied or
+// decompressed at all.
+func groupMembers(val []byte, own bool) ([]byte, bool, error) {
+	format, _, body, err := groupHeader(val)
+	if err != nil {
+		return nil, false, err
 	}
-	for len(rest) > 0 {
+	switch {
+	case format == groupS2:
+		members, err := s2.Decode(nil, body)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: %v", errBadGroup, err)
+		}
+		return members, true, nil
+	case own:
+		return bytes.Clone(body), true, nil
+	}
+	return body, false, nil
+}
+
+// walkMembers calls fn for each member of a group's (decompressed)
+// members, in ID order, until fn returns false; the slices point into
+// members.
+func walkMembers(members []byte, fn func(m groupMember) bool) error {
+	for rest := members; len(rest) > 0; {
 		var m groupMember
 		var ok bool
 		if m.id, rest, ok = cutBytes(rest); !ok {

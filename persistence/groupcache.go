@@ -93,31 +93,20 @@ func (c *groupCache) add(cg *cachedGroup) {
 	}
 }
 
-// decodeCachedGroup decodes a group record into a cachedGroup (copying
-// what it keeps out of val).
+// decodeCachedGroup decodes a group record into a cachedGroup, which owns
+// its members (decompressed, or copied out of val).
 func decodeCachedGroup(first string, val []byte) (*cachedGroup, error) {
 	last, err := groupLast(val)
 	if err != nil {
 		return nil, err
 	}
-	cg := &cachedGroup{first: first, last: last, states: make(map[string]memberState)}
-	var total int
-	if err := forEachMember(val, func(m groupMember) bool {
-		total += len(m.id) + len(m.rec) + len(m.payload)
-		return true
-	}); err != nil {
+	body, _, err := groupMembers(val, true)
+	if err != nil {
 		return nil, err
 	}
-	cg.body = make([]byte, 0, total)
-	err = forEachMember(val, func(m groupMember) bool {
-		at := len(cg.body)
-		cg.body = append(append(append(cg.body, m.id...), m.rec...), m.payload...)
-		b := cg.body[at:]
-		cg.members = append(cg.members, groupMember{
-			id:      b[:len(m.id)],
-			rec:     b[len(m.id) : len(m.id)+len(m.rec)],
-			payload: b[len(m.id)+len(m.rec):],
-		})
+	cg := &cachedGroup{first: first, last: last, body: body, states: make(map[string]memberState)}
+	err = walkMembers(body, func(m groupMember) bool {
+		cg.members = append(cg.members, m)
 		return true
 	})
 	return cg, err
