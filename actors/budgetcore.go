@@ -129,11 +129,8 @@ type reserveOutcome struct {
 // committed: the job's other budgets granted already.
 func (b *budgetCore) reserve(now uint64, job JobRef, commit bool) reserveOutcome {
 	b.settle(now)
-	if !commit {
-		if _, held := b.holds[job.ID]; held {
-			return reserveOutcome{granted: true} // idempotent
-		}
-	}
+	// (A job never asks a budget it holds on: the queue releases its holds
+	// before the job can reserve anew, and messages keep their order.)
 	if h, ok := b.head(); !ok || refLess(job, h) {
 		if b.free()+tokenEpsilon >= float64(job.Cost) {
 			if commit {
