@@ -203,3 +203,28 @@ func TestCeilingAndCostChecks(t *testing.T) {
 		t.Fatalf("allocation check: %v", err)
 	}
 }
+
+// TestCheckNameReasons: every rule of SPEC §2.4 gives its own text, the
+// first broken one in the order of the rules, and valid names pass.
+func TestCheckNameReasons(t *testing.T) {
+	for name, want := range map[string]string{
+		"":          "must not be empty",
+		"a,b":       "must not contain ','",
+		"a\x00b":    "must not contain null bytes",
+		"a*b,c":     "must not contain ','",
+		"x\x00*":    "must not contain null bytes",
+		"a*b":       "must not contain '*' (reserved)",
+		"q?":        "must not contain '?' (reserved)",
+		"[q":        "must not contain '[' (reserved)",
+		"q]":        "must not contain ']' (reserved)",
+		"{q}":       "must not contain '{' (reserved)",
+		"q}":        "must not contain '}' (reserved)",
+		`a\b`:       `must not contain '\' (reserved)`,
+		"emails":    "",
+		"a/b c-d_é": "",
+	} {
+		if got := CheckName(name); got != want {
+			t.Errorf("CheckName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

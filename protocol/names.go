@@ -8,12 +8,33 @@ import (
 // reservedNameChars may not appear in queue, type or budget names.
 const reservedNameChars = "*?[]{}\\"
 
+// badNameByte marks the bytes a name may not hold: ',', NUL and the
+// reserved characters (a table: every job of a bulk is checked).
+var badNameByte = func() (t [256]bool) {
+	t[','], t[0] = true, true
+	for i := 0; i < len(reservedNameChars); i++ {
+		t[reservedNameChars[i]] = true
+	}
+	return t
+}()
+
 // CheckName applies the queue/type name rules of SPEC §2.4 and returns the
 // reason a name breaks them ("must not be empty", ...) or "" when it is valid.
 func CheckName(name string) string {
 	if name == "" {
 		return "must not be empty"
 	}
+	clean := true
+	for i := 0; i < len(name); i++ {
+		if badNameByte[name[i]] {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return ""
+	}
+	// the first rule broken, in the order of the error texts
 	if strings.IndexByte(name, ',') >= 0 {
 		return "must not contain ','"
 	}

@@ -206,7 +206,10 @@ func validateBindings(reqs []*BindingRequest) ([]NewBinding, error) {
 		return nil, nil
 	}
 	out := make([]NewBinding, 0, len(reqs))
-	seen := make(map[string]bool, len(reqs))
+	var seen map[string]bool // for many bindings; a few are scanned
+	if len(reqs) > 8 {
+		seen = make(map[string]bool, len(reqs))
+	}
 	for i, b := range reqs {
 		key := *b.Key
 		if reason := CheckBudgetKey(key); reason != "" {
@@ -222,10 +225,9 @@ func validateBindings(reqs []*BindingRequest) ([]NewBinding, error) {
 		if cost > MaxCost {
 			return nil, Invalid("budgets[%d]: cost must be at most %d", i, MaxCost)
 		}
-		if seen[key] {
+		if duplicateKey(out, seen, key) {
 			return nil, Invalid("budgets: duplicate key '%s'", key)
 		}
-		seen[key] = true
 		out = append(out, NewBinding{Key: key, Cost: cost})
 	}
 	if len(reqs) > MaxBindings {
@@ -242,6 +244,22 @@ func validateBindings(reqs []*BindingRequest) ([]NewBinding, error) {
 		out[i].CreateWith = &def
 	}
 	return out, nil
+}
+
+// duplicateKey reports whether key is among the bindings so far (out), and
+// notes it in seen when there is one.
+func duplicateKey(out []NewBinding, seen map[string]bool, key string) bool {
+	if seen != nil {
+		dup := seen[key]
+		seen[key] = true
+		return dup
+	}
+	for _, o := range out {
+		if o.Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // FailureRequest is the body of POST /jobs/{id}/failure.
