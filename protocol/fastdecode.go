@@ -4,8 +4,10 @@ package protocol
 // POST /jobs/bulk) and bulk acks (POST /jobs/success) without reflection. It accepts a strict subset of what
 // encoding/json accepts and gives up (ok == false) on anything else:
 // strings with escapes or non-ASCII bytes, keys it does not know or sees
-// twice, null, the backoff, retention, batch and create_with objects, and
-// numbers that are not plain decimal integers in range. On giving up the
+// twice, null, the backoff, retention and batch objects, and numbers that
+// are not plain decimal integers in range (negative ones included).
+// create_with is decoded (allocation, strategy: type, duration_ms, burst):
+// many-budgets workloads make their budgets with it on every job. On giving up the
 // caller decodes the body with encoding/json as before, which then yields
 // the same value or its exact error; FuzzFastDecodeMatchesEncodingJSON
 // checks that whatever this decoder accepts, encoding/json decodes to the
@@ -204,6 +206,11 @@ func (d *fastDecoder) bindings() ([]*BindingRequest, bool) {
 				n, ok = d.uint(1<<32 - 1)
 				b.cost = uint32(n)
 				b.req.Cost = &b.cost
+			case "create_with":
+				if b.req.CreateWith != nil {
+					return false
+				}
+				b.req.CreateWith, ok = d.budget()
 			}
 			return ok
 		})
@@ -215,6 +222,68 @@ func (d *fastDecoder) bindings() ([]*BindingRequest, bool) {
 
 // soleField decodes {"<name>": value} with nothing after it; value
 // decodes the field's value.
+// budget decodes a budget definition, {"allocation":N,"strategy":{"type":
+// "...","duration_ms":N,"burst":N}}, each field optional (the checks come
+// later, as for encoding/json's result).
+func (d *fastDecoder) budget() (*BudgetRequest, bool) {
+	r := &BudgetRequest{}
+	ok := d.object(func(key []byte) bool {
+		switch string(key) {
+		case "allocation":
+			if r.Allocation != nil {
+				return false
+			}
+			n, ok := d.uint(1<<31 - 1)
+			v := int32(n)
+			r.Allocation = &v
+			return ok
+		case "strategy":
+			if r.Strategy != nil {
+				return false
+			}
+			var ok bool
+			r.Strategy, ok = d.strategy()
+			return ok
+		}
+		return false
+	})
+	return r, ok
+}
+
+// strategy decodes a budget strategy object.
+func (d *fastDecoder) strategy() (*StrategyRequest, bool) {
+	r := &StrategyRequest{}
+	ok := d.object(func(key []byte) bool {
+		switch string(key) {
+		case "type":
+			if r.Type != nil {
+				return false
+			}
+			s, ok := d.name()
+			r.Type = &s
+			return ok
+		case "duration_ms":
+			if r.DurationMs != nil {
+				return false
+			}
+			n, ok := d.uint(1<<63 - 1)
+			v := int64(n)
+			r.DurationMs = &v
+			return ok
+		case "burst":
+			if r.Burst != nil {
+				return false
+			}
+			n, ok := d.uint(1<<31 - 1)
+			v := int32(n)
+			r.Burst = &v
+			return ok
+		}
+		return false
+	})
+	return r, ok
+}
+
 func (d *fastDecoder) soleField(name string, value func() bool) bool {
 	if !d.consume('{') {
 		return false

@@ -44,6 +44,8 @@ func TestFastDecodeTakesTheUsualShapes(t *testing.T) {
 		`{"jobs":[]}`,
 		` { "jobs" : [ { "type" : "t" , "queue" : "q" , "payload" : 12 } ] } `,
 		`{"jobs":[{"type":"t","queue":"q","payload":true},{"type":"t","queue":"q","payload":-1.5e3}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","cost":2,"create_with":{"allocation":5,"strategy":{"type":"time_based","duration_ms":1000,"burst":2}}},` +
+			`{"key":"w","create_with":{"strategy":{"type":"while_in_flight"},"allocation":2147483647}}]}]}`,
 	}
 	for _, body := range usual {
 		if !checkFastAgrees[BulkEnqueueRequest](t, []byte(body)) {
@@ -74,7 +76,10 @@ func TestFastDecodeGivesUpOnTheUnusual(t *testing.T) {
 		`{"jobs":[{"type":"t","queue":"q","payload":1,"priority":-1}]}`,
 		`{"jobs":[{"type":"t","queue":"q","payload":1,"ready_at":99999999999999999999}]}`,
 		`{"jobs":[{"type":"t","queue":"q","payload":1,"backoff":{"exponent":1,"base_ms":1,"jitter_ms":1}}]}`,
-		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","create_with":{"allocation":1}}]}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","create_with":{"allocation":-1}}]}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","create_with":{"allocation":1,"allocation":2}}]}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","create_with":{"allocation":1,"strategy":{"type":"time_based","rate":1}}}]}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","create_with":null}]}]}`,
 		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[null]}]}`,
 		`{"jobs":[null]}`,
 		`{"jobs":[{"type":"t","queue":"q","payload":{"a":1]}}]}`, // invalid payload
@@ -127,6 +132,8 @@ func FuzzFastDecodeMatchesEncodingJSON(f *testing.F) {
 		`{"type":"t","queue":"q","payload":[],"budgets":[]}`,
 		`{"type":"t","queue":"q","payload":-0.5e-3 }`,
 		`{"ids":["a","b"]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","cost":2,"create_with":{"allocation":5,"strategy":{"type":"time_based","duration_ms":1000,"burst":2}}}]}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","create_with":{"strategy":{"type":"while_in_flight"},"allocation":10}},{"key":"j","create_with":{}}]}]}`,
 	} {
 		f.Add([]byte(s))
 	}
