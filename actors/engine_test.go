@@ -138,33 +138,41 @@ func TestFailureDecisions(t *testing.T) {
 // TestRebindWaitsForReservation: a rebinding that arrives while the job is
 // gathering its budget holds is answered once the reservation has ended,
 // and applies to the parked job.
-func TestRebindWaitsForReservation(t *testing.T) {
-	e, _ := testEngine(EngineConfig{})
+// reservingJob enqueues one job of the given priority bound to budget "b"
+// (while_in_flight, allocation 1) and opens a stream, so the job is
+// reserving; replies collects every answer of the engine.
+func reservingJob(e *engine, priority uint16) (id string, replies *[]any, reply func(any)) {
 	def := protocol.Definition{Allocation: 1, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
 	e.loadBudget(protocol.Budget{Key: "b", Allocation: def.Allocation, Strategy: def.Strategy})
-	var replies []any
-	reply := func(m any) { replies = append(replies, m) }
+	replies = new([]any)
+	reply = func(m any) { *replies = append(*replies, m) }
 	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{{
-		Job:      protocol.Job{Type: "t", Queue: "q", Payload: []byte("1"), Budgets: []protocol.Binding{{Key: "b", Cost: 1}}},
+		Job:      protocol.Job{Type: "t", Queue: "q", Priority: priority, Payload: []byte("1"), Budgets: []protocol.Binding{{Key: "b", Cost: 1}}},
 		Bindings: []protocol.NewBinding{{Key: "b", Cost: 1}},
 	}}}, reply)
-	id := replies[0].(*EnqueueJobsResponse).Jobs[0].ID
+	id = (*replies)[0].(*EnqueueJobsResponse).Jobs[0].ID
 	e.openStream(0, &OpenStream{Prefetch: 1, Deliver: func([]protocol.Job) {}}, reply)
+	return id, replies, reply
+}
+
+func TestRebindWaitsForReservation(t *testing.T) {
+	e, _ := testEngine(EngineConfig{})
+	id, rp, reply := reservingJob(e, 0)
 	if e.jobs[id].state != stReserving {
 		t.Fatalf("job state %d, want reserving", e.jobs[id].state)
 	}
-	n := len(replies)
+	n := len(*rp)
 	e.rebindJob(0, &RebindJob{ID: id, Op: RebindClear}, reply)
-	if len(replies) != n {
-		t.Fatalf("rebinding answered while the job was reserving: %v", replies[n:])
+	if len(*rp) != n {
+		t.Fatalf("rebinding answered while the job was reserving: %v", (*rp)[n:])
 	}
 	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Granted: false})
-	if len(replies) != n+1 {
-		t.Fatalf("rebinding not answered after the reservation ended (%d replies)", len(replies)-n)
+	if len(*rp) != n+1 {
+		t.Fatalf("rebinding not answered after the reservation ended (%d replies)", len(*rp)-n)
 	}
-	v, ok := replies[n].(*JobResponse)
+	v, ok := (*rp)[n].(*JobResponse)
 	if !ok || len(v.Job.Budgets) != 0 {
-		t.Fatalf("reply %#v, want the job with no bindings", replies[n])
+		t.Fatalf("reply %#v, want the job with no bindings", (*rp)[n])
 	}
 	if en := e.jobs[id]; en.state == stParked {
 		t.Fatal("an unbudgeted job is still parked")
@@ -177,16 +185,7 @@ func TestRebindWaitsForReservation(t *testing.T) {
 // finds it in its list, not the patched one.
 func TestUnparkNamesThePriorityParkedWith(t *testing.T) {
 	e, out := testEngine(EngineConfig{})
-	def := protocol.Definition{Allocation: 1, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
-	e.loadBudget(protocol.Budget{Key: "b", Allocation: def.Allocation, Strategy: def.Strategy})
-	var replies []any
-	reply := func(m any) { replies = append(replies, m) }
-	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{{
-		Job:      protocol.Job{Type: "t", Queue: "q", Priority: 5, Payload: []byte("1"), Budgets: []protocol.Binding{{Key: "b", Cost: 1}}},
-		Bindings: []protocol.NewBinding{{Key: "b", Cost: 1}},
-	}}}, reply)
-	id := replies[0].(*EnqueueJobsResponse).Jobs[0].ID
-	e.openStream(0, &OpenStream{Prefetch: 1, Deliver: func([]protocol.Job) {}}, reply)
+	id, _, reply := reservingJob(e, 5)
 	req, ok := out.toBudgets[len(out.toBudgets)-1].(*ReserveRequest)
 	if !ok || req.Job.Priority != 5 {
 		t.Fatalf("last budget message %#v, want a reservation with priority 5", out.toBudgets[len(out.toBudgets)-1])

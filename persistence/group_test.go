@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/tollgate/tollgate/protocol"
 )
 
@@ -41,17 +39,9 @@ func scanAll(t *testing.T, s *Store) (map[string]*protocol.Job, map[string]Membe
 func groupKeys(t *testing.T, s *Store) []string {
 	t.Helper()
 	var keys []string
-	_ = s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = groupPrefix
-		opts.PrefetchValues = false
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, fmt.Sprintf("%q", it.Item().Key()))
-		}
-		return nil
-	})
+	if err := s.groupKeys(func(k []byte) { keys = append(keys, fmt.Sprintf("%q", k)) }); err != nil {
+		t.Fatal(err)
+	}
 	return keys
 }
 

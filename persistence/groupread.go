@@ -362,21 +362,28 @@ func decodeJobItem(item *badger.Item) (*protocol.Job, error) {
 // (diagnostics and tests: every group must have a member in memory).
 func (s *Store) GroupNames() ([]string, error) {
 	var out []string
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := s.groupKeys(func(k []byte) {
+		if len(k) == groupKeyLen {
+			out = append(out, string(k[len(groupPrefix):]))
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("persistence.GroupNames: %w", err)
+	}
+	return out, nil
+}
+
+// groupKeys calls fn with every key under g/ (groups and marks), in order.
+func (s *Store) groupKeys(fn func(key []byte)) error {
+	return s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = groupPrefix
 		opts.PrefetchValues = false
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			if k := it.Item().Key(); len(k) == groupKeyLen {
-				out = append(out, string(k[len(groupPrefix):]))
-			}
+			fn(it.Item().Key())
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("persistence.GroupNames: %w", err)
-	}
-	return out, nil
 }

@@ -220,8 +220,6 @@ func (d *fastDecoder) bindings() ([]*BindingRequest, bool) {
 	return out, ok
 }
 
-// soleField decodes {"<name>": value} with nothing after it; value
-// decodes the field's value.
 // budget decodes a budget definition, {"allocation":N,"strategy":{"type":
 // "...","duration_ms":N,"burst":N}}, each field optional (the checks come
 // later, as for encoding/json's result).
@@ -230,13 +228,7 @@ func (d *fastDecoder) budget() (*BudgetRequest, bool) {
 	ok := d.object(func(key []byte) bool {
 		switch string(key) {
 		case "allocation":
-			if r.Allocation != nil {
-				return false
-			}
-			n, ok := d.uint(1<<31 - 1)
-			v := int32(n)
-			r.Allocation = &v
-			return ok
+			return fastOptInt(d, &r.Allocation, 1<<31-1)
 		case "strategy":
 			if r.Strategy != nil {
 				return false
@@ -263,27 +255,29 @@ func (d *fastDecoder) strategy() (*StrategyRequest, bool) {
 			r.Type = &s
 			return ok
 		case "duration_ms":
-			if r.DurationMs != nil {
-				return false
-			}
-			n, ok := d.uint(1<<63 - 1)
-			v := int64(n)
-			r.DurationMs = &v
-			return ok
+			return fastOptInt(d, &r.DurationMs, 1<<63-1)
 		case "burst":
-			if r.Burst != nil {
-				return false
-			}
-			n, ok := d.uint(1<<31 - 1)
-			v := int32(n)
-			r.Burst = &v
-			return ok
+			return fastOptInt(d, &r.Burst, 1<<31-1)
 		}
 		return false
 	})
 	return r, ok
 }
 
+// fastOptInt decodes an optional integer field (a plain decimal up to max)
+// into *dst; a field seen twice gives up.
+func fastOptInt[T int32 | int64](d *fastDecoder, dst **T, max uint64) bool {
+	if *dst != nil {
+		return false
+	}
+	n, ok := d.uint(max)
+	v := T(n)
+	*dst = &v
+	return ok
+}
+
+// soleField decodes {"<name>": value} with nothing after it; value
+// decodes the field's value.
 func (d *fastDecoder) soleField(name string, value func() bool) bool {
 	if !d.consume('{') {
 		return false
