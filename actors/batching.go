@@ -59,5 +59,23 @@ func (b *sendBuffer[M]) flush(ctx actor.SenderContext, batch func([]M) any) {
 	b.order = b.order[:0]
 }
 
+// slab hands out new values a chunk at a time: the messages the queue
+// actor sends budget actors are many, small and short-lived (a few per
+// budgeted job), so they are allocated 256 at a time instead of one by one.
+// A chunk is freed once none of its messages is referenced any more. It is
+// used only by its owner's goroutine. (Budget actors allocate their answers
+// one by one: there may be thousands of them, and each would keep the rest
+// of a chunk.)
+type slab[T any] struct{ free []T }
+
+func (s *slab[T]) new() *T {
+	if len(s.free) == 0 {
+		s.free = make([]T, 256)
+	}
+	p := &s.free[0]
+	s.free = s.free[1:]
+	return p
+}
+
 func newBudgetBatch(msgs []budgetMsg) any { return &budgetBatch{Msgs: msgs} }
 func newQueueBatch(msgs []queueMsg) any   { return &queueBatch{Msgs: msgs} }

@@ -190,6 +190,12 @@ type engine struct {
 	tracer  *Tracer
 	obs     engineObs // counters for metrics (observe.go)
 	names   nameInterner
+	// msgs allocates the messages of the budget protocol (batching.go)
+	msgs struct {
+		reserves slab[ReserveRequest]
+		commits  slab[CommitReservation]
+		returns  slab[ReturnTokens]
+	}
 
 	recoveredUnique []*protocol.Job   // queued-scope jobs recovered from in flight
 	loadLatest      map[string]string // unique key -> latest stored job id with it (load only)
@@ -721,7 +727,9 @@ func compareBindingKeys(a, b protocol.Binding) int { return strings.Compare(a.Ke
 func (e *engine) askNext(en *entry) {
 	b := en.resv.bindings[en.resv.idx]
 	last := en.resv.idx == len(en.resv.bindings)-1
-	e.out.toBudget(b.Key, &ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}, Commit: last})
+	r := e.msgs.reserves.new()
+	*r = ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}, Commit: last}
+	e.out.toBudget(b.Key, r)
 }
 
 // persistThenReply commits batch and answers with resp once it is durable
@@ -812,7 +820,9 @@ func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 		return
 	}
 	for _, b := range held {
-		e.out.toBudget(b.Key, &CommitReservation{JobID: en.job.ID})
+		c := e.msgs.commits.new()
+		c.JobID = en.job.ID
+		e.out.toBudget(b.Key, c)
 	}
 	e.dispatch(now, en, s)
 	e.pump(now)
@@ -865,7 +875,9 @@ func (e *engine) leaveInFlight(en *entry) {
 	en.stream = nil
 	e.inFlightTotal--
 	for _, b := range en.job.Budgets {
-		e.out.toBudget(b.Key, &ReturnTokens{JobID: en.job.ID, Cost: b.Cost})
+		r := e.msgs.returns.new()
+		*r = ReturnTokens{JobID: en.job.ID, Cost: b.Cost}
+		e.out.toBudget(b.Key, r)
 	}
 }
 
