@@ -133,7 +133,7 @@ type stream struct {
 	workerID   string
 	inFlight   map[string]*entry
 	reserving  int
-	outbox     []protocol.Job
+	outbox     []*entry // dispatched, not yet persisted and handed to the writer
 	writerBusy bool
 	closed     bool
 	deliver    func([]protocol.Job)
@@ -502,7 +502,7 @@ func (e *engine) makeReady(en *entry) {
 	en.parkedOn = ""
 	en.stream = nil
 	en.resv = nil
-	e.ready.add(readyItem{priority: en.job.Priority, id: en.job.ID, queue: en.job.Queue})
+	e.ready.add(readyItem{priority: en.job.Priority, id: en.job.ID, queue: en.job.Queue, en: en})
 	e.tracer.job(EventReady, en.job, 0)
 }
 
@@ -547,7 +547,7 @@ func (e *engine) pump(now uint64) {
 					continue
 				}
 				e.ready.remove(it)
-				en := e.jobs[it.id]
+				en := it.en
 				if len(en.job.Budgets) == 0 {
 					e.dispatch(now, en, s)
 				} else {
@@ -590,10 +590,10 @@ func (e *engine) dispatch(now uint64, en *entry, s *stream) {
 			// and those still reserving included): size it once instead
 			// of growing it job by job, but no bigger, since a window that
 			// is mostly in flight frees only a few slots at a time.
-			s.outbox = make([]protocol.Job, 0, min(s.room()+s.reserving+1, 256))
+			s.outbox = make([]*entry, 0, min(s.room()+s.reserving+1, 256))
 		}
 	}
-	s.outbox = append(s.outbox, *en.job)
+	s.outbox = append(s.outbox, en)
 	e.observeDispatched(en, s)
 }
 
@@ -678,12 +678,16 @@ func (e *engine) flush() {
 		if len(s.outbox) == 0 || s.writerBusy {
 			continue
 		}
-		for i := range s.outbox {
-			e.putDispatched(e.jobs[s.outbox[i].ID], batch)
+		// the writer gets copies as the jobs are now (a patch since the
+		// dispatch included)
+		jobs := make([]protocol.Job, len(s.outbox))
+		for i, en := range s.outbox {
+			e.putDispatched(en, batch)
+			jobs[i] = *en.job
 		}
 		s.writerBusy = true
-		deliveries = append(deliveries, delivery{s.deliver, s.outbox})
-		s.outbox = nil
+		deliveries = append(deliveries, delivery{s.deliver, jobs})
+		s.outbox = s.outbox[:0]
 	}
 	e.flushPending = e.flushPending[:0]
 	log := e.log
@@ -866,8 +870,8 @@ func (e *engine) leaveInFlight(en *entry) {
 		// A job dispatched while its stream's writer was busy waits in the
 		// outbox: it must not be persisted as in flight or delivered now.
 		for i := range s.outbox {
-			if s.outbox[i].ID == en.job.ID {
-				s.outbox = append(s.outbox[:i], s.outbox[i+1:]...)
+			if s.outbox[i] == en {
+				s.outbox = slices.Delete(s.outbox, i, i+1)
 				break
 			}
 		}

@@ -993,6 +993,12 @@ func (s *sim) checkQuiescent() {
 				s.fail("ready-index", "job %s in the all-queues index but not in its queue's", id)
 				return
 			}
+			stored, _ := e.ready.all.Get(it)
+			inQueue, _ := e.ready.byQueue[en.job.Queue].Get(it)
+			if stored.en != en || inQueue.en != en {
+				s.fail("ready-index", "job %s is in the ready index with another entry", id)
+				return
+			}
 		}
 		if en.state != stParked && parkedIn[id] > 0 {
 			s.fail("ghost-parked", "job %s is %s in the engine but parked on %d budget core(s)", id, modelStateName(en.state), parkedIn[id])
@@ -1034,7 +1040,7 @@ func (s *sim) checkQuiescent() {
 			}
 			inOutbox := false
 			for i := range st.outbox {
-				inOutbox = inOutbox || st.outbox[i].ID == id
+				inOutbox = inOutbox || st.outbox[i].job.ID == id
 			}
 			if mj.stream != st.id && !(mj.stream == 0 && inOutbox) {
 				s.fail("inflight-mismatch", "job %s in flight on stream %d in the engine, model says stream %d", id, st.id, mj.stream)
@@ -2303,7 +2309,7 @@ func (s *sim) storeViolation() string {
 		inOutbox := false
 		if en.stream != nil {
 			for i := range en.stream.outbox {
-				inOutbox = inOutbox || en.stream.outbox[i].ID == id
+				inOutbox = inOutbox || en.stream.outbox[i] == en
 			}
 		}
 		// promotion writes nothing: a scheduled job past ready_at reads as ready

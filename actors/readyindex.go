@@ -1,10 +1,13 @@
 package actors
 
-// readyItem orders ready jobs by (priority, id).
+// readyItem orders ready jobs by (priority, id). en is the job's entry,
+// which dispatch takes without looking it up (an item is in the index only
+// while its job is ready; lookups by value leave en unset).
 type readyItem struct {
 	priority uint16
 	id       string
 	queue    string
+	en       *entry
 }
 
 func readyLess(a, b readyItem) bool {
