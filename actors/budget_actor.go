@@ -55,7 +55,7 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		if committed {
 			a.traceJob(EventCommit, m.Job.ID, now)
 		}
-		a.toQueue.add(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost})
+		a.toQueue.add(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en})
 		a.wake(ctx, out.woken, "refill", now)
 	case *CommitReservation:
 		a.core.commit(now, m.JobID)

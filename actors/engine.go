@@ -70,6 +70,9 @@ const (
 	stParked
 	stScheduled
 	stInFlight
+	// stGone marks the entry of a job that finished or was deleted: a
+	// budget's answer that still names it finds it gone.
+	stGone
 )
 
 // entry is an unfinished job and where it is.
@@ -732,7 +735,7 @@ func (e *engine) askNext(en *entry) {
 	b := en.resv.bindings[en.resv.idx]
 	last := en.resv.idx == len(en.resv.bindings)-1
 	r := e.msgs.reserves.new()
-	*r = ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}, Commit: last}
+	*r = ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}, Commit: last, en: en}
 	e.out.toBudget(b.Key, r)
 }
 
@@ -773,7 +776,10 @@ func (e *engine) releaseHolds(en *entry) {
 
 func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 	defer e.runDeferred(now, m.JobID)
-	en := e.jobs[m.JobID]
+	en := m.en // the entry the request named (stGone once the job left)
+	if en == nil {
+		en = e.jobs[m.JobID]
+	}
 	if en == nil || en.state != stReserving || en.resv.bindings[en.resv.idx].Key != m.Key {
 		// The job left (deleted, reset) while asking: give a hold (or a
 		// final reservation's debit) back, or take it off the parked list a
@@ -1019,6 +1025,7 @@ func (e *engine) ack(now uint64, ids []string, reply func(any)) {
 func (e *engine) finish(now uint64, en *entry, retention uint64, batch *persistence.Batch, completed bool) {
 	j := en.job
 	delete(e.jobs, j.ID)
+	en.state = stGone
 	defer e.dropPayload(j)
 	e.unsched(en)
 	e.unbind(j)
@@ -1148,6 +1155,7 @@ func (e *engine) removeJob(now uint64, id string, batch *persistence.Batch) bool
 	if en := e.jobs[id]; en != nil {
 		e.detach(en)
 		delete(e.jobs, id)
+		en.state = stGone
 		e.unsched(en)
 		e.unbind(en.job)
 		e.releaseUnique(en.job)
@@ -1280,6 +1288,7 @@ func (e *engine) reset(now uint64, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	for _, en := range e.jobs {
 		deleteRecord(en.job, en.grp, en.override, batch)
+		en.state = stGone
 	}
 	for _, t := range e.terminal {
 		deleteTerminal(t, batch)

@@ -17,6 +17,9 @@ type budgetMsg interface{ isBudgetMsg() }
 type ReserveRequest struct {
 	Job    JobRef
 	Commit bool
+	// en is the queue actor's entry of the job, handed back in the answer
+	// so it need not look the job up; the budget actor never reads it.
+	en *entry
 }
 
 // CommitReservation turns a granted hold into a debit (the job dispatches).
@@ -90,6 +93,7 @@ type ReserveResponse struct {
 	// tokens are debited already, Cost of them.
 	Committed bool
 	Cost      uint32
+	en        *entry // ReserveRequest.en, handed back
 }
 
 // JobsWoken hands parked jobs back to the queue: their budget can now

@@ -576,7 +576,7 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 		} else {
 			s.stats.refusals++
 		}
-		s.push(simMsg{qm: &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost}})
+		s.push(simMsg{qm: &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en}})
 		if !out.granted && out.woken == nil {
 			sb.lastWoken = nil
 		}
@@ -901,7 +901,7 @@ func modelPeekFree(c *budgetCore, now uint64) float64 {
 }
 
 func modelStateName(st jobState) string {
-	return [...]string{"ready", "reserving", "parked", "scheduled", "in_flight"}[st]
+	return [...]string{"ready", "reserving", "parked", "scheduled", "in_flight", "gone"}[st]
 }
 
 // checkQuiescent runs when no message is pending: every job is in exactly
