@@ -690,6 +690,7 @@ func (e *engine) flush() {
 		}
 		s.writerBusy = true
 		deliveries = append(deliveries, delivery{s.deliver, jobs})
+		clear(s.outbox) // no stale entry kept alive by the reused array
 		s.outbox = s.outbox[:0]
 	}
 	e.flushPending = e.flushPending[:0]

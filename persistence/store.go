@@ -267,21 +267,22 @@ func (s *Store) commitLoop() {
 // group is too big for one transaction, each batch commits on its own. A
 // batch that could not be built (an encoding error) fails alone.
 func (s *Store) commitGroup(group []*commit) {
-	ok := group[:0:0]
-	for _, c := range group {
-		if c.batch.err != nil {
+	if slices.ContainsFunc(group, func(c *commit) bool { return c.batch.err != nil }) {
+		ok := make([]*commit, 0, len(group))
+		for _, c := range group {
+			if c.batch.err == nil {
+				ok = append(ok, c)
+				continue
+			}
 			s.log.Error("commit refused", "err", c.batch.err)
 			if c.done != nil {
 				c.done(fmt.Errorf("persistence: commit: %w", c.batch.err))
 			}
-			continue
 		}
-		ok = append(ok, c)
+		if group = ok; len(group) == 0 {
+			return
+		}
 	}
-	if len(ok) == 0 {
-		return
-	}
-	group = ok
 	err := s.apply(group)
 	if errors.Is(err, badger.ErrTxnTooBig) && len(group) > 1 {
 		for _, c := range group {

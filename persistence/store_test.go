@@ -319,3 +319,36 @@ func testJobPayload(i int) *protocol.Job {
 	j.Payload = fmt.Appendf(nil, `{"i":%d}`, i)
 	return j
 }
+
+// TestBadBatchFailsAlone submits a batch that could not be built (its
+// group's members are out of ID order) beside good ones: it fails, they
+// commit, however the committer groups them.
+func TestBadBatchFailsAlone(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	bad := NewBatch(false)
+	bad.PutGroups([]*protocol.Job{testJob(2), testJob(1)})
+	errs := make(chan error, 3)
+	done := func(err error) { errs <- err }
+	good1, good2 := NewBatch(false), NewBatch(false)
+	good1.PutJob(testJob(10))
+	good2.PutJob(testJob(11))
+	s.Submit(good1, done)
+	s.Submit(bad, func(err error) {
+		if err == nil {
+			t.Error("a batch that failed to encode committed")
+		}
+		errs <- nil
+	})
+	s.Submit(good2, done)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a good batch failed beside a bad one: %v", err)
+		}
+	}
+	for _, id := range []int{10, 11} {
+		if _, err := s.GetJob(testJob(id).ID); err != nil {
+			t.Fatalf("job %d: %v", id, err)
+		}
+	}
+}
