@@ -30,6 +30,11 @@ type budgetActor struct {
 
 	obs budgetObs // trace bookkeeping (observe.go)
 
+	// epoch is the queue actor's engine this budget was made for; its
+	// answers carry it, so a restarted queue actor ignores what budgets of
+	// its former life sent (engine.epoch).
+	epoch uint64
+
 	toQueue sendBuffer[queueMsg] // flushed at the end of each Receive (batching.go)
 }
 
@@ -55,7 +60,7 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		if committed {
 			a.traceJob(EventCommit, m.Job.ID, now)
 		}
-		a.toQueue.add(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en})
+		a.toQueue.add(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en, by: a.core, epoch: a.epoch})
 		a.wake(ctx, out.woken, "refill", now)
 	case *CommitReservation:
 		a.core.commit(now, m.JobID)
@@ -70,6 +75,9 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		a.traceJob(EventReturned, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
 	case *RefundTokens:
+		if m.by != a.core {
+			return // another budget of this key made the debit
+		}
 		woken := a.core.refund(now, m.Cost)
 		a.traceJob(EventRelease, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
@@ -110,7 +118,7 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 func (a *budgetActor) wake(ctx actor.Context, woken []string, reason string, now uint64) {
 	if len(woken) > 0 {
 		a.traceWoken(woken, reason, now)
-		a.toQueue.add(a.queue, &JobsWoken{Key: a.core.key, JobIDs: woken})
+		a.toQueue.add(a.queue, &JobsWoken{Key: a.core.key, JobIDs: woken, epoch: a.epoch})
 	}
 	a.syncTimer(ctx, now)
 }

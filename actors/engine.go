@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unique"
 
@@ -193,6 +194,10 @@ type engine struct {
 	tracer  *Tracer
 	obs     engineObs // counters for metrics (observe.go)
 	names   nameInterner
+	// epoch tells this engine from the one a restarted queue actor had
+	// before: answers of that one's budget actors may still be queued,
+	// and are dropped (they name entries and holds that are gone).
+	epoch uint64
 	// msgs allocates the messages of the budget protocol (batching.go)
 	msgs struct {
 		reserves slab[ReserveRequest]
@@ -231,8 +236,12 @@ func (e *engine) runDeferred(now uint64, id string) {
 	}
 }
 
+// engineEpochs numbers engines (engine.epoch).
+var engineEpochs atomic.Uint64
+
 func newEngine(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consumedSet, tracer *Tracer) *engine {
 	return &engine{
+		epoch:       engineEpochs.Add(1),
 		cfg:         cfg,
 		out:         out,
 		log:         log,
@@ -776,6 +785,9 @@ func (e *engine) releaseHolds(en *entry) {
 }
 
 func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
+	if m.epoch != e.epoch {
+		return // from a budget of a former life of the queue actor
+	}
 	defer e.runDeferred(now, m.JobID)
 	en := m.en // the entry the request named (stGone once the job left)
 	if en == nil {
@@ -787,7 +799,7 @@ func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 		// refusal put it on.
 		switch {
 		case m.Committed:
-			e.out.toBudget(m.Key, &RefundTokens{JobID: m.JobID, Cost: m.Cost})
+			e.out.toBudget(m.Key, &RefundTokens{JobID: m.JobID, Cost: m.Cost, by: m.by})
 		case m.Granted:
 			e.out.toBudget(m.Key, &ReleaseReservation{JobID: m.JobID})
 		default:
@@ -824,7 +836,7 @@ func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 		en.resv.idx = len(held)
 		e.releaseHolds(en)
 		if m.Committed {
-			e.out.toBudget(m.Key, &RefundTokens{JobID: en.job.ID, Cost: m.Cost})
+			e.out.toBudget(m.Key, &RefundTokens{JobID: en.job.ID, Cost: m.Cost, by: m.by})
 		}
 		e.makeReady(en)
 		e.pump(now)
@@ -840,6 +852,9 @@ func (e *engine) onReserveResponse(now uint64, m *ReserveResponse) {
 }
 
 func (e *engine) onJobsWoken(now uint64, m *JobsWoken) {
+	if m.epoch != e.epoch {
+		return // from a budget of a former life of the queue actor
+	}
 	stale := false
 	for _, id := range m.JobIDs {
 		en := e.jobs[id]

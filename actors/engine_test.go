@@ -77,8 +77,8 @@ func TestReaperRemovesExpiredFinishedJobs(t *testing.T) {
 		t.Fatalf("reaped before purge_at: %d left", len(e.terminal))
 	}
 	e.reap(2000)
-	if _, ok := e.terminal["c"]; ok || len(e.terminal) != 1 {
-		t.Fatalf("after reap(2000) terminal = %v, want only a left", e.terminal)
+	if _, ok := e.terminal[testID(2)]; ok || len(e.terminal) != 1 {
+		t.Fatalf("after reap(2000) terminal = %v, want only %s left", e.terminal, testID(0))
 	}
 	e.reap(5000)
 	if len(e.terminal) != 0 || len(e.listQueues()) != 0 {
@@ -166,7 +166,7 @@ func TestRebindWaitsForReservation(t *testing.T) {
 	if len(*rp) != n {
 		t.Fatalf("rebinding answered while the job was reserving: %v", (*rp)[n:])
 	}
-	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Granted: false})
+	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Granted: false, epoch: e.epoch})
 	if len(*rp) != n+1 {
 		t.Fatalf("rebinding not answered after the reservation ended (%d replies)", len(*rp)-n)
 	}
@@ -193,7 +193,7 @@ func TestUnparkNamesThePriorityParkedWith(t *testing.T) {
 	patch := &protocol.JobPatch{}
 	patch.Priority.Present, patch.Priority.Value = true, 9
 	e.patchJobs(0, &PatchJobs{IDs: []string{id}, Patch: patch, Single: true}, reply)
-	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Priority: req.Job.Priority, Granted: false})
+	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Priority: req.Job.Priority, Granted: false, epoch: e.epoch})
 	if en := e.jobs[id]; en.state != stParked || en.job.Priority != 9 {
 		t.Fatalf("job %s priority %d, want parked with the patched priority 9", modelStateName(en.state), en.job.Priority)
 	}

@@ -41,6 +41,10 @@ type ReturnTokens struct {
 type RefundTokens struct {
 	JobID string
 	Cost  uint32
+	// by is the budget core that made the debit (ReserveResponse.by): a
+	// budget made anew under the same key since (after a reset, or a
+	// delete and create) did not, and ignores the refund.
+	by *budgetCore
 }
 
 // UnparkJob removes a job from the budget's parked list; Priority is the one
@@ -93,7 +97,9 @@ type ReserveResponse struct {
 	// tokens are debited already, Cost of them.
 	Committed bool
 	Cost      uint32
-	en        *entry // ReserveRequest.en, handed back
+	en        *entry      // ReserveRequest.en, handed back
+	by        *budgetCore // the core that answered (see RefundTokens.by)
+	epoch     uint64      // the engine's the answering budget was made for
 }
 
 // JobsWoken hands parked jobs back to the queue: their budget can now
@@ -101,6 +107,7 @@ type ReserveResponse struct {
 type JobsWoken struct {
 	Key    string
 	JobIDs []string
+	epoch  uint64 // the engine's the waking budget was made for
 }
 
 func (*ReserveResponse) isQueueMsg() {}

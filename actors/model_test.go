@@ -552,7 +552,11 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 	c := sb.core
 	switch m := m.(type) {
 	case *ReserveRequest:
-		_, had := c.holds[m.Job.ID]
+		if _, had := c.holds[m.Job.ID]; had {
+			// the core no longer guards against this (holds are keyed
+			// by job): the queue actor must never ask twice
+			s.fail("double reserve", "budget %s asked to reserve job %s that it holds already", sb.key, m.Job.ID)
+		}
 		var before *JobRef
 		if h, ok := c.head(); ok && refLess(h, m.Job) && h.ID != m.Job.ID {
 			before = &h
@@ -567,16 +571,14 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 		}
 		if out.granted {
 			s.stats.grants++
-			if before != nil && !had {
+			if before != nil {
 				s.fail("order", "budget %s granted job %s (priority %d) while the earlier job %s (priority %d) of a consumed queue is parked", sb.key, m.Job.ID, m.Job.Priority, before.ID, before.Priority)
 			}
-			if !had {
-				s.grants[modelGrantKey{m.Job.ID, sb.key}] = s.seq
-			}
+			s.grants[modelGrantKey{m.Job.ID, sb.key}] = s.seq
 		} else {
 			s.stats.refusals++
 		}
-		s.push(simMsg{qm: &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en}})
+		s.push(simMsg{qm: &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en, by: c, epoch: s.eng.epoch}})
 		if !out.granted && out.woken == nil {
 			sb.lastWoken = nil
 		}
@@ -594,6 +596,9 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 	case *ReturnTokens:
 		s.wake(sb, c.finish(now, m.Cost))
 	case *RefundTokens:
+		if m.by != c {
+			return // another budget of this key made the debit
+		}
 		// the job was not dispatched: its debit does not count in the
 		// dispatch windows either
 		for i := len(sb.commits) - 1; i >= 0; i-- {
@@ -632,7 +637,7 @@ func (s *sim) wake(sb *simBudget, woken []string) {
 	}
 	if len(woken) > 0 {
 		s.stats.wakes += len(woken)
-		s.push(simMsg{qm: &JobsWoken{Key: sb.key, JobIDs: woken}})
+		s.push(simMsg{qm: &JobsWoken{Key: sb.key, JobIDs: woken, epoch: s.eng.epoch}})
 	}
 	// syncTimer
 	want := sb.core.wakeAt

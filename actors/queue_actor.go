@@ -247,8 +247,9 @@ func (a *queueActor) spawnBudget(b protocol.Budget) {
 	self := a.ctx.Self()
 	now := millis(a.clock.Now())
 	core := newBudgetCore(b.Key, b.Definition(), now, a.consumed.has)
+	epoch := a.eng.epoch
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &budgetActor{core: core, queue: self, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer}
+		return &budgetActor{core: core, queue: self, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer, epoch: epoch}
 	})
 	a.budgets[b.Key] = a.ctx.Spawn(props)
 }
