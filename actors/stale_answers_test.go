@@ -31,8 +31,22 @@ func (o *keyedOutbox) toBudget(k string, m budgetMsg) { o.sent = append(o.sent, 
 // take returns the messages sent since the last take.
 func (o *keyedOutbox) take() []keyedMsg { s := o.sent; o.sent = nil; return s }
 
-func newKeyedOutbox() *keyedOutbox {
-	return &keyedOutbox{recordingOutbox: recordingOutbox{scheduled: map[string]uint64{}}}
+// keyedEngine is an engine whose budget messages a keyedOutbox records.
+func keyedEngine() (*engine, *keyedOutbox) {
+	e, _ := testEngine(EngineConfig{})
+	out := &keyedOutbox{recordingOutbox: recordingOutbox{scheduled: map[string]uint64{}}}
+	e.out = out
+	return e, out
+}
+
+func noReply(any) {}
+
+// openCountingStream opens a stream on e and returns the count of jobs it
+// has been handed.
+func openCountingStream(e *engine) *int {
+	var delivered int
+	e.openStream(0, &OpenStream{Prefetch: 10, Deliver: func(j []protocol.Job) { delivered += len(j) }}, noReply)
+	return &delivered
 }
 
 var inFlightOne = protocol.Definition{Allocation: 1, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
@@ -80,13 +94,9 @@ func newJobOnB() *protocol.NewJob {
 // routed by key to the new budget b, which must not count it, or the new
 // budget lets two jobs in flight on allocation 1.
 func TestStaleRefundLeavesRecreatedBudgetAlone(t *testing.T) {
-	out := newKeyedOutbox()
-	e, _ := testEngine(EngineConfig{})
-	e.out = out
-	reply := func(any) {}
-	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{newJobOnB()}}, reply)
-	var delivered int
-	e.openStream(0, &OpenStream{Prefetch: 10, Deliver: func(j []protocol.Job) { delivered += len(j) }}, reply)
+	e, out := keyedEngine()
+	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{newJobOnB()}}, noReply)
+	openCountingStream(e)
 
 	oldB := newInFlightBudget(e.epoch)
 	staleAnswer := deliver(oldB, out.take())
@@ -94,9 +104,9 @@ func TestStaleRefundLeavesRecreatedBudgetAlone(t *testing.T) {
 		t.Fatalf("old budget answered %#v, want a committed final reservation", staleAnswer[0])
 	}
 
-	e.reset(0, reply) // ahead of the answer in the queue actor's mailbox
+	e.reset(0, noReply) // ahead of the answer in the queue actor's mailbox
 	out.take()
-	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{newJobOnB()}}, reply)
+	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{newJobOnB()}}, noReply)
 	newB := newInFlightBudget(e.epoch)
 	requestY := out.take()
 
@@ -118,7 +128,7 @@ func TestStaleRefundLeavesRecreatedBudgetAlone(t *testing.T) {
 
 	// Z must park: b's one token is Y's
 	e.streamWritten(0, 1)
-	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{newJobOnB()}}, reply)
+	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{newJobOnB()}}, noReply)
 	answer(e, deliver(newB, out.take()))
 	if e.inFlightTotal != 1 || newB.core.inFlight != 1 {
 		t.Fatalf("budget b (allocation 1) has %d jobs in flight (budget counts %d)", e.inFlightTotal, newB.core.inFlight)
@@ -137,13 +147,9 @@ func TestStaleRefundLeavesRecreatedBudgetAlone(t *testing.T) {
 // mailbox. They name entries and holds the new engine never made: it must
 // drop them, and go on to reserve the reloaded job itself.
 func TestAnswersFromBeforeARestartAreDropped(t *testing.T) {
-	out1 := newKeyedOutbox()
-	e1, _ := testEngine(EngineConfig{})
-	e1.out = out1
-	reply := func(any) {}
-	e1.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{newJobOnB()}}, reply)
-	var oldDeliveries int
-	e1.openStream(0, &OpenStream{Prefetch: 10, Deliver: func(j []protocol.Job) { oldDeliveries += len(j) }}, reply)
+	e1, out1 := keyedEngine()
+	e1.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{newJobOnB()}}, noReply)
+	oldDeliveries := openCountingStream(e1)
 	var id string
 	for k := range e1.jobs {
 		id = k
@@ -153,9 +159,7 @@ func TestAnswersFromBeforeARestartAreDropped(t *testing.T) {
 	staleAnswer = append(staleAnswer, &JobsWoken{Key: "b", JobIDs: []string{id}, epoch: e1.epoch})
 
 	// the restart: a new engine loads the job, ready, from the store
-	out2 := newKeyedOutbox()
-	e2, _ := testEngine(EngineConfig{})
-	e2.out = out2
+	e2, out2 := keyedEngine()
 	if e2.epoch == e1.epoch {
 		t.Fatalf("two engines share epoch %d", e1.epoch)
 	}
@@ -167,17 +171,16 @@ func TestAnswersFromBeforeARestartAreDropped(t *testing.T) {
 	out2.take()
 
 	answer(e2, staleAnswer)
-	if e2.reservingTotal != 0 || e2.inFlightTotal != 0 || oldDeliveries != 0 || len(out2.sent) != 0 {
+	if e2.reservingTotal != 0 || e2.inFlightTotal != 0 || *oldDeliveries != 0 || len(out2.sent) != 0 {
 		t.Fatalf("an answer from before the restart acted: reserving %d, in flight %d, old stream deliveries %d, budget messages %d",
-			e2.reservingTotal, e2.inFlightTotal, oldDeliveries, len(out2.sent))
+			e2.reservingTotal, e2.inFlightTotal, *oldDeliveries, len(out2.sent))
 	}
 	if st := e2.jobs[id].state; st != stReady {
 		t.Fatalf("reloaded job is %s after the stale answers, want ready", modelStateName(st))
 	}
 
 	// the new engine's own reservation goes through
-	var delivered int
-	e2.openStream(0, &OpenStream{Prefetch: 10, Deliver: func(j []protocol.Job) { delivered += len(j) }}, reply)
+	openCountingStream(e2)
 	answer(e2, deliver(newInFlightBudget(e2.epoch), out2.take()))
 	e2.pump(0)
 	if e2.inFlightTotal != 1 {
