@@ -20,43 +20,49 @@ type queueBatch struct{ Msgs []queueMsg }
 
 func (*queueBatch) isQueueMsg() {}
 
-// sendBuffer collects messages per recipient until flush.
-type sendBuffer[M any] struct {
-	msgs  map[*actor.PID][]M
-	order []*actor.PID
+// outLink is a sender's link to one recipient: its PID and what the sender
+// sent it during the current Receive, which leaves as one mailbox message
+// when the Receive ends (flush).
+type outLink[M any] struct {
+	pid     *actor.PID
+	pending []M
+	size    int // how many messages the last batch held: the next buffer's capacity
 }
 
-func (b *sendBuffer[M]) add(pid *actor.PID, m M) {
-	if b.msgs == nil {
-		b.msgs = make(map[*actor.PID][]M)
+// add buffers m and reports whether it is the first message pending (the
+// sender then notes the link, to flush it when its Receive ends).
+func (l *outLink[M]) add(m M) (first bool) {
+	first = len(l.pending) == 0
+	if l.pending == nil {
+		l.pending = make([]M, 0, max(l.size, 1))
 	}
-	if _, ok := b.msgs[pid]; !ok {
-		b.order = append(b.order, pid)
-	}
-	b.msgs[pid] = append(b.msgs[pid], m)
+	l.pending = append(l.pending, m)
+	return first
 }
 
-// flushTo sends pid's buffered messages now: one alone as it is, several
-// wrapped by batch.
-func (b *sendBuffer[M]) flushTo(ctx actor.SenderContext, pid *actor.PID, batch func([]M) any) {
-	msgs, ok := b.msgs[pid]
-	if !ok {
-		return
-	}
-	delete(b.msgs, pid)
-	if len(msgs) == 1 {
-		ctx.Send(pid, msgs[0])
-	} else {
-		ctx.Send(pid, batch(msgs))
+// flush sends what is pending: one message alone as it is, several wrapped
+// by batch (which then owns the buffer).
+func (l *outLink[M]) flush(ctx actor.SenderContext, batch func([]M) any) {
+	switch len(l.pending) {
+	case 0:
+	case 1:
+		ctx.Send(l.pid, l.pending[0])
+		clear(l.pending)
+		l.pending = l.pending[:0]
+	default:
+		l.size = len(l.pending)
+		ctx.Send(l.pid, batch(l.pending))
+		l.pending = nil
 	}
 }
 
-// flush sends everything buffered, recipients in first-use order.
-func (b *sendBuffer[M]) flush(ctx actor.SenderContext, batch func([]M) any) {
-	for _, pid := range b.order {
-		b.flushTo(ctx, pid, batch)
+// flushLinks flushes every link in dirty and empties it.
+func flushLinks[M any](ctx actor.SenderContext, dirty *[]*outLink[M], batch func([]M) any) {
+	for _, l := range *dirty {
+		l.flush(ctx, batch)
 	}
-	b.order = b.order[:0]
+	clear(*dirty)
+	*dirty = (*dirty)[:0]
 }
 
 // slab hands out new values a chunk at a time: the messages the queue

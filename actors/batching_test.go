@@ -9,33 +9,46 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// TestSendBufferKeepsOrderPerRecipient buffers messages for two actors and
+// TestOutLinksKeepOrderPerRecipient buffers messages for three actors and
 // checks each receives one message: a lone message as it is, several as one
-// batch in the order they were added; flushTo sends one recipient's early
-// and the later flush does not send it twice.
-func TestSendBufferKeepsOrderPerRecipient(t *testing.T) {
+// batch in the order they were added; a link flushed early is not sent
+// twice by the later flush, and a second flush sends nothing.
+func TestOutLinksKeepOrderPerRecipient(t *testing.T) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
 	got := make(chan any, 16)
 	props := actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
-		case *ReserveRequest, *budgetBatch, *Reevaluate, *QueuesChanged:
+		case *ReserveRequest, *budgetBatch, *Reevaluate, *QueuesChanged, *CommitReservation, *ReleaseReservation:
 			got <- m
 		}
 	})
 	a, b, c := system.Root.Spawn(props), system.Root.Spawn(props), system.Root.Spawn(props)
 	defer system.Shutdown()
 
-	var buf sendBuffer[budgetMsg]
-	buf.add(a, &ReserveRequest{Job: JobRef{ID: "1"}})
-	buf.add(b, &Reevaluate{})
-	buf.add(a, &CommitReservation{JobID: "1"})
-	buf.add(c, &ReserveRequest{Job: JobRef{ID: "c"}})
-	buf.add(a, &ReleaseReservation{JobID: "2"})
-	buf.flushTo(system.Root, c, newBudgetBatch)
-	buf.flush(system.Root, newBudgetBatch)
-	buf.flush(system.Root, newBudgetBatch) // nothing left
+	la, lb, lc := &outLink[budgetMsg]{pid: a}, &outLink[budgetMsg]{pid: b}, &outLink[budgetMsg]{pid: c}
+	var dirty []*outLink[budgetMsg]
+	add := func(l *outLink[budgetMsg], m budgetMsg) {
+		if l.add(m) {
+			dirty = append(dirty, l)
+		}
+	}
+	add(la, &ReserveRequest{Job: JobRef{ID: "1"}})
+	add(lb, &Reevaluate{})
+	add(la, &CommitReservation{JobID: "1"})
+	add(lc, &ReserveRequest{Job: JobRef{ID: "c"}})
+	add(la, &ReleaseReservation{JobID: "2"})
+	lc.flush(system.Root, newBudgetBatch)
+	flushLinks(system.Root, &dirty, newBudgetBatch)
+	if len(dirty) != 0 {
+		t.Fatalf("%d links left dirty after flush", len(dirty))
+	}
+	flushLinks(system.Root, &dirty, newBudgetBatch) // nothing left
+	la.flush(system.Root, newBudgetBatch)           // nor here
+	if la.size != 3 || cap(lb.pending) != 1 || len(lb.pending) != 0 {
+		t.Fatalf("after flush: a's batch size %d (want 3), b's buffer len %d cap %d (want 0, 1: kept for reuse)", la.size, len(lb.pending), cap(lb.pending))
+	}
 
 	// a sentinel sent to each after the flush arrives after everything
 	// flushed to it, so once all three are in, nothing else can follow

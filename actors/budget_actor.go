@@ -18,7 +18,6 @@ import (
 // queue actor persists definitions, pools are memory only (SPEC §4.9).
 type budgetActor struct {
 	core   *budgetCore
-	queue  *actor.PID
 	clock  Clock
 	timers Timers
 	log    *slog.Logger
@@ -35,13 +34,44 @@ type budgetActor struct {
 	// its former life sent (engine.epoch).
 	epoch uint64
 
-	toQueue sendBuffer[queueMsg] // flushed at the end of each Receive (batching.go)
+	toQueue outLink[queueMsg] // to the queue actor, flushed at the end of each Receive (batching.go)
+
+	// answers holds the ReserveResponses of the batch being handled,
+	// allocated together (answers are many and die together: the queue
+	// actor handles a batch of them at once); empty outside a batch.
+	answers []ReserveResponse
 }
 
 func (a *budgetActor) Receive(ctx actor.Context) {
 	now := millis(a.clock.Now())
-	a.handle(ctx, ctx.Message(), now)
+	msg := ctx.Message()
+	if b, ok := msg.(*budgetBatch); ok {
+		a.answers = make([]ReserveResponse, countReserves(b.Msgs))
+	}
+	a.handle(ctx, msg, now)
+	a.answers = nil
 	a.toQueue.flush(ctx, newQueueBatch)
+}
+
+func countReserves(msgs []budgetMsg) int {
+	n := 0
+	for _, m := range msgs {
+		if _, ok := m.(*ReserveRequest); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// newAnswer returns a ReserveResponse to fill in: the batch's next one, or
+// a new one outside a batch.
+func (a *budgetActor) newAnswer() *ReserveResponse {
+	if len(a.answers) == 0 {
+		return new(ReserveResponse)
+	}
+	r := &a.answers[0]
+	a.answers = a.answers[1:]
+	return r
 }
 
 func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
@@ -60,7 +90,9 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		if committed {
 			a.traceJob(EventCommit, m.Job.ID, now)
 		}
-		a.toQueue.add(a.queue, &ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en, by: a.core, epoch: a.epoch})
+		r := a.newAnswer()
+		*r = ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en, by: a.core, epoch: a.epoch}
+		a.toQueue.add(r)
 		a.wake(ctx, out.woken, "refill", now)
 	case *CommitReservation:
 		a.core.commit(now, m.JobID)
@@ -118,7 +150,7 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 func (a *budgetActor) wake(ctx actor.Context, woken []string, reason string, now uint64) {
 	if len(woken) > 0 {
 		a.traceWoken(woken, reason, now)
-		a.toQueue.add(a.queue, &JobsWoken{Key: a.core.key, JobIDs: woken, epoch: a.epoch})
+		a.toQueue.add(&JobsWoken{Key: a.core.key, JobIDs: woken, epoch: a.epoch})
 	}
 	a.syncTimer(ctx, now)
 }

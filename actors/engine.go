@@ -204,6 +204,9 @@ type engine struct {
 		commits  slab[CommitReservation]
 		returns  slab[ReturnTokens]
 	}
+	// reservations are short-lived too (a job holds one between leaving
+	// the ready index and its dispatch or parking)
+	reservations slab[reservation]
 
 	recoveredUnique []*protocol.Job   // queued-scope jobs recovered from in flight
 	loadLatest      map[string]string // unique key -> latest stored job id with it (load only)
@@ -717,7 +720,8 @@ func (e *engine) flush() {
 func (e *engine) startReservation(en *entry, s *stream) {
 	// reserve in key order; binding lists are replaced, never changed in
 	// place, so an already sorted one (the usual case) is used as it is
-	r := &reservation{bindings: en.job.Budgets}
+	r := e.reservations.new()
+	r.bindings = en.job.Budgets
 	if !slices.IsSortedFunc(r.bindings, compareBindingKeys) {
 		if len(r.bindings) <= len(r.sorted) {
 			// a few bindings out of order: sort a copy kept in the

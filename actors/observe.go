@@ -455,12 +455,12 @@ func (a *queueActor) onJobWaiting(ctx actor.Context, m *JobWaitingRequest) {
 		ctx.Respond(&JobWaitingResponse{})
 		return
 	}
-	pid := a.budgets[en.parkedOn]
-	if pid == nil {
+	l := a.budgets[en.parkedOn]
+	if l == nil {
 		ctx.Respond(&JobWaitingResponse{})
 		return
 	}
-	ctx.RequestWithCustomSender(pid, &parkedJobQuery{JobID: m.ID, Priority: en.parkedPrio}, ctx.Sender())
+	ctx.RequestWithCustomSender(l.pid, &parkedJobQuery{JobID: m.ID, Priority: en.parkedPrio}, ctx.Sender())
 }
 
 // ---------------------------------------------------------------- messages

@@ -35,8 +35,11 @@ type queueActor struct {
 	ctx       actor.Context
 	root      *actor.RootContext
 	scheduler *actor.PID
-	budgets   map[string]*actor.PID
-	toBudgets sendBuffer[budgetMsg] // flushed at the end of each Receive (batching.go)
+	// budgets links each budget key to its actor; toBudgets lists the
+	// links with messages pending, flushed at the end of each Receive
+	// (batching.go).
+	budgets   map[string]*outLink[budgetMsg]
+	toBudgets []*outLink[budgetMsg]
 	stats     StartupStats
 	loadErr   error
 }
@@ -66,7 +69,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	a.ctx = ctx
 	now := millis(a.clock.Now())
 	a.handle(ctx, ctx.Message(), now)
-	a.toBudgets.flush(ctx, newBudgetBatch)
+	flushLinks(ctx, &a.toBudgets, newBudgetBatch)
 }
 
 func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
@@ -141,12 +144,12 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *DeleteBudget:
 		a.eng.deleteBudget(m, a.replier(ctx))
 	case *budgetStateQuery:
-		pid := a.budgets[m.Key]
-		if pid == nil {
+		l := a.budgets[m.Key]
+		if l == nil {
 			ctx.Respond(budgetNotFound(m.Key))
 			return
 		}
-		ctx.Forward(pid)
+		ctx.Forward(l.pid)
 	case *JobWaitingRequest:
 		a.onJobWaiting(ctx, m)
 	case *MetricsRequest:
@@ -172,7 +175,7 @@ func (a *queueActor) replier(ctx actor.Context) func(any) {
 // in-flight jobs return to ready and that change is committed before the
 // actor serves anything.
 func (a *queueActor) start(ctx actor.Context, now uint64) {
-	a.budgets = make(map[string]*actor.PID)
+	a.budgets = make(map[string]*outLink[budgetMsg])
 	a.scheduler = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return newSchedulerActor(ctx.Self(), a.clock, a.timers, a.log.With("component", "scheduler"))
 	}))
@@ -238,8 +241,8 @@ func (a *queueActor) persist(b *persistence.Batch, done func(error)) {
 }
 
 func (a *queueActor) toBudget(key string, msg budgetMsg) {
-	if pid := a.budgets[key]; pid != nil {
-		a.toBudgets.add(pid, msg)
+	if l := a.budgets[key]; l != nil && l.add(msg) {
+		a.toBudgets = append(a.toBudgets, l)
 	}
 }
 
@@ -249,15 +252,15 @@ func (a *queueActor) spawnBudget(b protocol.Budget) {
 	core := newBudgetCore(b.Key, b.Definition(), now, a.consumed.has)
 	epoch := a.eng.epoch
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &budgetActor{core: core, queue: self, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer, epoch: epoch}
+		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer, epoch: epoch}
 	})
-	a.budgets[b.Key] = a.ctx.Spawn(props)
+	a.budgets[b.Key] = &outLink[budgetMsg]{pid: a.ctx.Spawn(props)}
 }
 
 func (a *queueActor) stopBudget(key string) {
-	if pid := a.budgets[key]; pid != nil {
-		a.toBudgets.flushTo(a.ctx, pid, newBudgetBatch) // what it was sent before it stops
-		a.ctx.Stop(pid)
+	if l := a.budgets[key]; l != nil {
+		l.flush(a.ctx, newBudgetBatch) // what it was sent before it stops
+		a.ctx.Stop(l.pid)
 		delete(a.budgets, key)
 		a.tracer.budgetDeleted(key)
 	}
@@ -272,8 +275,10 @@ func (a *queueActor) unschedule(id string) { a.ctx.Send(a.scheduler, &Unschedule
 func (a *queueActor) clearSchedule() { a.ctx.Send(a.scheduler, &ClearSchedule{}) }
 
 func (a *queueActor) queuesChanged() {
-	for _, pid := range a.budgets {
-		a.toBudgets.add(pid, &QueuesChanged{})
+	for _, l := range a.budgets {
+		if l.add(&QueuesChanged{}) {
+			a.toBudgets = append(a.toBudgets, l)
+		}
 	}
 }
 

@@ -63,8 +63,8 @@ func deliver(a *budgetActor, msgs []keyedMsg) []queueMsg {
 	for _, km := range msgs {
 		a.handle(nil, km.m, 0)
 	}
-	out := a.toQueue.msgs[nil]
-	a.toQueue = sendBuffer[queueMsg]{}
+	out := a.toQueue.pending
+	a.toQueue = outLink[queueMsg]{}
 	return out
 }
 

@@ -64,7 +64,15 @@ type fastDecoder struct {
 	s     []byte
 	i     int
 	names map[string]string
+	// the bindings of a bulk's jobs are carved from these slabs rather
+	// than allocated one by one (bindings)
+	bindingSlab []fastBinding
+	listSlab    []*BindingRequest
+	scratch     []*BindingRequest
 }
+
+// bindingSlabLen is how many bindings a slab chunk holds.
+const bindingSlabLen = 128
 
 // fastJob holds an EnqueueRequest together with the values its pointer
 // fields point to, so that one allocation serves them all.
@@ -183,9 +191,9 @@ func (d *fastDecoder) job() (*fastJob, bool) {
 
 // bindings decodes [{"key":..., "cost":...}, ...].
 func (d *fastDecoder) bindings() ([]*BindingRequest, bool) {
-	out := []*BindingRequest{}
+	d.scratch = d.scratch[:0]
 	ok := d.array(func() bool {
-		b := &fastBinding{}
+		b := d.newBinding()
 		var seenKey, seenCost bool
 		ok := d.object(func(key []byte) bool {
 			var ok bool
@@ -214,10 +222,40 @@ func (d *fastDecoder) bindings() ([]*BindingRequest, bool) {
 			}
 			return ok
 		})
-		out = append(out, &b.req)
+		d.scratch = append(d.scratch, &b.req)
 		return ok
 	})
-	return out, ok
+	return d.bindingList(d.scratch), ok
+}
+
+// newBinding returns a zero fastBinding carved from the decoder's slab.
+func (d *fastDecoder) newBinding() *fastBinding {
+	if len(d.bindingSlab) == 0 {
+		d.bindingSlab = make([]fastBinding, bindingSlabLen)
+	}
+	b := &d.bindingSlab[0]
+	d.bindingSlab = d.bindingSlab[1:]
+	return b
+}
+
+// bindingList copies list into a slice of its own, carved from the
+// decoder's slab when it is short (an empty list stays non-nil, as
+// encoding/json decodes []).
+func (d *fastDecoder) bindingList(list []*BindingRequest) []*BindingRequest {
+	n := len(list)
+	if n == 0 {
+		return []*BindingRequest{}
+	}
+	if n > bindingSlabLen/4 {
+		return append([]*BindingRequest(nil), list...)
+	}
+	if len(d.listSlab) < n {
+		d.listSlab = make([]*BindingRequest, bindingSlabLen)
+	}
+	out := d.listSlab[:n:n]
+	d.listSlab = d.listSlab[n:]
+	copy(out, list)
+	return out
 }
 
 // budget decodes a budget definition, {"allocation":N,"strategy":{"type":

@@ -195,8 +195,11 @@ func (r *EnqueueRequest) Validate() (*NewJob, error) {
 	if r.Batch != nil {
 		nj.Job.Batch = &Batch{Key: *r.Batch.Key, When: *r.Batch.When, Fold: *r.Batch.Fold}
 	}
-	for _, b := range bindings {
-		nj.Job.Budgets = append(nj.Job.Budgets, Binding{Key: b.Key, Cost: b.Cost})
+	if len(bindings) > 0 {
+		nj.Job.Budgets = make([]Binding, len(bindings))
+		for i, b := range bindings {
+			nj.Job.Budgets[i] = Binding{Key: b.Key, Cost: b.Cost}
+		}
 	}
 	return nj, nil
 }
