@@ -125,7 +125,10 @@ func terminalLess(a, b terminalJob) bool {
 // count of unfinished jobs bound to it, by cost.
 type budgetEntry struct {
 	budget     protocol.Budget
+	// bound counts the unfinished jobs bound to the budget by cost: those
+	// costing 1 (nearly all) in boundOne, the others in bound.
 	bound      map[uint32]int
+	boundOne   int
 	boundTotal int
 }
 
@@ -492,7 +495,11 @@ func (e *engine) checkBudgetLimit(key string, pending int) error {
 func (e *engine) bind(j *protocol.Job) {
 	for _, b := range j.Budgets {
 		if be := e.budgets[b.Key]; be != nil {
-			be.bound[b.Cost]++
+			if b.Cost == 1 {
+				be.boundOne++
+			} else {
+				be.bound[b.Cost]++
+			}
 			be.boundTotal++
 		}
 	}
@@ -502,7 +509,9 @@ func (e *engine) bind(j *protocol.Job) {
 func (e *engine) unbind(j *protocol.Job) {
 	for _, b := range j.Budgets {
 		if be := e.budgets[b.Key]; be != nil {
-			if be.bound[b.Cost]--; be.bound[b.Cost] <= 0 {
+			if b.Cost == 1 {
+				be.boundOne--
+			} else if be.bound[b.Cost]--; be.bound[b.Cost] <= 0 {
 				delete(be.bound, b.Cost)
 			}
 			be.boundTotal--
@@ -1440,6 +1449,9 @@ func (e *engine) replaceBudget(now uint64, be *budgetEntry, def protocol.Definit
 // costsAbove counts bound unfinished jobs costing more than limit and
 // returns the largest such cost.
 func (be *budgetEntry) costsAbove(limit uint32) (n int, largest uint32) {
+	if limit < 1 && be.boundOne > 0 {
+		n, largest = be.boundOne, 1
+	}
 	for cost, count := range be.bound {
 		if cost > limit {
 			n += count

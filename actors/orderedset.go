@@ -40,7 +40,13 @@ func (s *orderedSet[T]) Clear() {
 // whose last item is not less than item; len(chunks) when item is past the
 // end) and the item's position in it.
 func (s *orderedSet[T]) locate(item T) (ci, i int, found bool) {
-	if len(s.chunks) > 0 && !s.less(s.chunks[0][len(s.chunks[0])-1], item) {
+	if len(s.chunks) == 0 {
+		return 0, 0, false
+	}
+	if last := s.chunks[len(s.chunks)-1]; s.less(last[len(last)-1], item) {
+		return len(s.chunks), 0, false // the usual insert: past the end
+	}
+	if !s.less(s.chunks[0][len(s.chunks[0])-1], item) {
 		ci = 0 // the usual delete: an item near the front
 	} else {
 		ci = sort.Search(len(s.chunks), func(k int) bool {
