@@ -124,7 +124,7 @@ func terminalLess(a, b terminalJob) bool {
 // budgetEntry is the catalog entry of a budget: its stored record and the
 // count of unfinished jobs bound to it, by cost.
 type budgetEntry struct {
-	budget     protocol.Budget
+	budget protocol.Budget
 	// bound counts the unfinished jobs bound to the budget by cost: those
 	// costing 1 (nearly all) in boundOne, the others in bound.
 	bound      map[uint32]int
