@@ -60,6 +60,15 @@ type BudgetReport struct {
 	ServerDeviationP99Ms float64 `json:"server_deviation_p99_ms,omitempty"`
 	ServerDeviationMinMs float64 `json:"server_deviation_min_ms,omitempty"`
 	ServerEarly          int64   `json:"server_early,omitempty"`
+	// The dispatch deviation: the same on the server's clock, with each
+	// job's ideal moment no earlier than when the server took it in (its
+	// ready_at) rather than when the harness built it. It leaves out the
+	// enqueue request's own latency (reported as latency_ms.enqueue_req),
+	// which the figures above count as lateness of every job the pool
+	// could afford at once.
+	DispatchDeviationP50Ms float64 `json:"dispatch_deviation_p50_ms,omitempty"`
+	DispatchDeviationP99Ms float64 `json:"dispatch_deviation_p99_ms,omitempty"`
+	DispatchDeviationMaxMs float64 `json:"dispatch_deviation_max_ms,omitempty"`
 	// ServerClock says whether every frame had a dequeued_at consistent
 	// with its delivery (not after it), so that the server-clock figures
 	// and the bounds they give are used.
@@ -126,16 +135,22 @@ func (b *budgetMeter) report() BudgetReport {
 		r.ServerDeviationP99Ms = ms(quantile(sdevs, 0.99))
 		r.ServerDeviationMinMs = ms(sdevs[0])
 		r.ServerEarly = countBelow(sdevs, -earlyTolerance)
+		ddevs := slices.Clone(a.dispatchDevs)
+		slices.Sort(ddevs)
+		r.DispatchDeviationP50Ms = ms(quantile(ddevs, 0.50))
+		r.DispatchDeviationP99Ms = ms(quantile(ddevs, 0.99))
+		r.DispatchDeviationMaxMs = ms(ddevs[len(ddevs)-1])
 	}
 	return r
 }
 
 // analysis is a time_based meter's dispatches, ordered both ways, with
-// their deviations. devs follows byDelivery, serverDevs byServer.
+// their deviations. devs follows byDelivery, serverDevs and dispatchDevs
+// byServer.
 type analysis struct {
-	byDelivery, byServer []dispatchRec
-	devs, serverDevs     []time.Duration
-	serverClock          bool
+	byDelivery, byServer           []dispatchRec
+	devs, serverDevs, dispatchDevs []time.Duration
+	serverClock                    bool
 }
 
 // analyse orders the dispatches and computes both deviations. Callers
@@ -168,7 +183,8 @@ func (b *budgetMeter) analyse() analysis {
 		// after it (which would make them look early).
 		anchor = func(d dispatchRec) time.Duration { return min(d.at, d.server+time.Millisecond) }
 	}
-	a.devs = bucketDeviations(a.byDelivery, at, anchor, start, capacity, rate)
+	built := func(d dispatchRec) time.Duration { return d.ready }
+	a.devs = bucketDeviations(a.byDelivery, at, anchor, built, start, capacity, rate)
 	if a.serverClock {
 		a.byServer = slices.Clone(b.recs)
 		slices.SortFunc(a.byServer, func(x, y dispatchRec) int {
@@ -179,7 +195,9 @@ func (b *budgetMeter) analyse() analysis {
 		})
 		srv := func(d dispatchRec) time.Duration { return d.server }
 		// The pool was made after the PUT was sent, in whole ms too.
-		a.serverDevs = bucketDeviations(a.byServer, srv, srv, start.Truncate(time.Millisecond), capacity, rate)
+		a.serverDevs = bucketDeviations(a.byServer, srv, srv, built, start.Truncate(time.Millisecond), capacity, rate)
+		arrived := func(d dispatchRec) time.Duration { return max(d.ready, d.arrived) }
+		a.dispatchDevs = bucketDeviations(a.byServer, srv, srv, arrived, start.Truncate(time.Millisecond), capacity, rate)
 	}
 	return a
 }
@@ -209,10 +227,10 @@ func (b *budgetMeter) writeDispatchLog(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# budget=%s allocation=%d duration_ms=%d burst=%d created_us=%d\n",
 		b.spec.Key, b.spec.Allocation, b.spec.DurationMs, b.spec.Burst, b.created.Microseconds())
-	fmt.Fprintln(bw, "budget,n,delivered_us,enqueued_us,server_dequeued_us,cost,deviation_us")
+	fmt.Fprintln(bw, "budget,n,delivered_us,enqueued_us,server_ready_us,server_dequeued_us,cost,deviation_us")
 	for i, d := range recs {
-		fmt.Fprintf(bw, "%s,%d,%d,%d,%d,%d,%d\n", b.spec.Key, i, d.at.Microseconds(), d.ready.Microseconds(),
-			d.server.Microseconds(), d.cost, devs[i].Microseconds())
+		fmt.Fprintf(bw, "%s,%d,%d,%d,%d,%d,%d,%d\n", b.spec.Key, i, d.at.Microseconds(), d.ready.Microseconds(),
+			d.arrived.Microseconds(), d.server.Microseconds(), d.cost, devs[i].Microseconds())
 	}
 	return bw.Flush()
 }
@@ -236,7 +254,7 @@ func windowMax(recs []dispatchRec, time func(dispatchRec) time.Duration, w time.
 // bucketDeviations returns, for each dispatch (sorted by at), at(d) minus
 // the earliest moment a token bucket (SPEC §4.4: capacity, rate in tokens
 // per nanosecond, full at start) could have released it, given the
-// dispatches before it and the job's own enqueue time.
+// dispatches before it and the job's own enqueue time (ready).
 //
 // A sequence fits a token bucket iff every run of dispatches j..k satisfies
 // cost(j..k) <= capacity + rate*(t_k - t_j), and cost(0..k) <= capacity +
@@ -250,7 +268,7 @@ func windowMax(recs []dispatchRec, time func(dispatchRec) time.Duration, w time.
 // difference of two delays enters a deviation, and an early dispatch does
 // not push the schedule of later ones. start is when the budget was PUT
 // (sent), before the server made the pool, which errs towards "late".
-func bucketDeviations(recs []dispatchRec, at, anchor func(dispatchRec) time.Duration, start time.Duration, capacity, rate float64) []time.Duration {
+func bucketDeviations(recs []dispatchRec, at, anchor, ready func(dispatchRec) time.Duration, start time.Duration, capacity, rate float64) []time.Duration {
 	out := make([]time.Duration, 0, len(recs))
 	best := float64(start) // max over j of anchor_j - P_{j-1}/rate, and start
 	var prefix float64     // P_{k-1}, then P_k
@@ -258,7 +276,7 @@ func bucketDeviations(recs []dispatchRec, at, anchor func(dispatchRec) time.Dura
 		best = math.Max(best, float64(anchor(d))-prefix/rate)
 		prefix += float64(d.cost)
 		earliest := time.Duration(math.Ceil(best + (prefix-capacity)/rate))
-		ideal := max(earliest, d.ready)
+		ideal := max(earliest, ready(d))
 		out = append(out, at(d)-ideal)
 	}
 	return out

@@ -182,7 +182,8 @@ func TestBucketDeviations(t *testing.T) {
 	// Burst of 2 at 0, then one every 100 ms: the ideal schedule exactly.
 	ideal := []dispatchRec{{at: 0, cost: 1}, {at: 0, cost: 1}, {at: 100 * ms, cost: 1}, {at: 200 * ms, cost: 1}}
 	at := func(d dispatchRec) time.Duration { return d.at }
-	for i, d := range bucketDeviations(ideal, at, at, 0, 2, rate) {
+	ready := func(d dispatchRec) time.Duration { return d.ready }
+	for i, d := range bucketDeviations(ideal, at, at, ready, 0, 2, rate) {
 		if d < -time.Microsecond || d > time.Microsecond {
 			t.Errorf("ideal dispatch %d deviates by %s", i, d)
 		}
@@ -190,13 +191,23 @@ func TestBucketDeviations(t *testing.T) {
 	// A third job at 50 ms is 50 ms early; one at 300 ms after a job enqueued
 	// at 250 ms with tokens to spare is 50 ms late.
 	devs := bucketDeviations([]dispatchRec{{at: 0, cost: 1}, {at: 0, cost: 1}, {at: 50 * ms, cost: 1},
-		{at: 300 * ms, ready: 250 * ms, cost: 1}}, at, at, 0, 2, rate)
+		{at: 300 * ms, ready: 250 * ms, cost: 1}}, at, at, ready, 0, 2, rate)
 	near := func(got, want time.Duration) bool { return got > want-time.Microsecond && got < want+time.Microsecond }
 	if !near(devs[2], -50*ms) {
 		t.Errorf("early dispatch deviation = %s, want -50ms", devs[2])
 	}
 	if !near(devs[3], 50*ms) {
 		t.Errorf("late dispatch deviation = %s, want 50ms", devs[3])
+	}
+	// A job built at 0 that reached the server at 30 ms and went at once is
+	// 30 ms late from its build, on time from its arrival; one that went at
+	// 40 ms is 10 ms late from its arrival.
+	recs := []dispatchRec{{at: 30 * ms, arrived: 30 * ms, cost: 1}, {at: 40 * ms, arrived: 30 * ms, cost: 1}}
+	arrived := func(d dispatchRec) time.Duration { return max(d.ready, d.arrived) }
+	fromBuild := bucketDeviations(recs, at, at, ready, 0, 2, rate)
+	fromArrival := bucketDeviations(recs, at, at, arrived, 0, 2, rate)
+	if !near(fromBuild[0], 30*ms) || !near(fromArrival[0], 0) || !near(fromArrival[1], 10*ms) {
+		t.Errorf("deviations from build %v, from arrival %v; want 30ms first, then 0 and 10ms", fromBuild, fromArrival)
 	}
 }
 

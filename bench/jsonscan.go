@@ -143,6 +143,10 @@ func scanTakeFrame(line []byte, f *takeFrame) error {
 			if string(raw) != "null" {
 				f.DequeuedAt, failed = strconv.ParseInt(string(raw), 10, 64)
 			}
+		case "ready_at":
+			if string(raw) != "null" {
+				f.ReadyAt, failed = strconv.ParseInt(string(raw), 10, 64)
+			}
 		case "payload":
 			failed = objectFields(raw, func(key, raw []byte) bool {
 				var err error

@@ -227,6 +227,7 @@ type delivery struct {
 type takeFrame struct {
 	ID         string `json:"id"`
 	DequeuedAt int64  `json:"dequeued_at"`
+	ReadyAt    int64  `json:"ready_at"`
 	Payload    struct {
 		S *int64 `json:"s"`
 		T int64  `json:"t"`
@@ -334,9 +335,12 @@ func (r *runner) stream(ctx context.Context, workerID string, out chan<- deliver
 		d := delivery{id: f.ID, at: now}
 		if s := f.Payload.S; s != nil && *s >= 0 && *s < r.issued.Load() {
 			d.seq, d.known = *s, true
-			var server time.Duration
+			var server, arrived time.Duration
 			if f.DequeuedAt > 0 {
 				server = time.Duration(f.DequeuedAt*int64(time.Millisecond) - r.epoch.UnixNano())
+			}
+			if f.ReadyAt > 0 {
+				arrived = time.Duration(f.ReadyAt*int64(time.Millisecond) - r.epoch.UnixNano())
 			}
 			before, ackedAt := r.seqs.delivered(d.seq)
 			if before > 0 {
@@ -358,7 +362,7 @@ func (r *runner) stream(ctx context.Context, workerID string, out chan<- deliver
 			ready := time.Duration(f.Payload.T)
 			recordDur(h, now-ready)
 			for _, bi := range r.sc.budgetsOf(d.seq) {
-				r.sc.budgets[bi].dispatched(now, ready, server, r.cfg.Cost)
+				r.sc.budgets[bi].dispatched(now, ready, server, arrived, r.cfg.Cost)
 			}
 		} else {
 			r.c.unknown.Add(1)

@@ -262,6 +262,10 @@ func (r *Report) writeText(w io.Writer) {
 				b.DeviationP50Ms, b.DeviationP99Ms, b.DeviationMinMs, b.DeviationMaxMs, b.Early)
 			line(k+".server_dev_ms", "p50=%.3f p99=%.3f min=%.3f early=%d server_clock=%t",
 				b.ServerDeviationP50Ms, b.ServerDeviationP99Ms, b.ServerDeviationMinMs, b.ServerEarly, b.ServerClock)
+			if b.ServerClock {
+				line(k+".dispatch_dev_ms", "p50=%.3f p99=%.3f max=%.3f (server clock, from arrival at the server)",
+					b.DispatchDeviationP50Ms, b.DispatchDeviationP99Ms, b.DispatchDeviationMaxMs)
+			}
 		}
 	}
 	if b := r.Backlog; b != nil {

@@ -244,6 +244,9 @@ type dispatchRec struct {
 	at     time.Duration // delivery seen by a worker
 	ready  time.Duration // enqueue request sent
 	server time.Duration // the frame's dequeued_at (server clock, whole ms); 0 if absent
+	// arrived is the frame's ready_at (server clock, whole ms): when the
+	// server took the job in, for a job enqueued ready; 0 if absent
+	arrived time.Duration
 	cost   int32
 }
 
@@ -284,7 +287,7 @@ func (b *budgetMeter) advance(now time.Duration) {
 }
 
 // dispatched is called when a worker receives a job bound to b.
-func (b *budgetMeter) dispatched(now, ready, server time.Duration, cost int) {
+func (b *budgetMeter) dispatched(now, ready, server, arrived time.Duration, cost int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advance(now)
@@ -295,7 +298,7 @@ func (b *budgetMeter) dispatched(now, ready, server time.Duration, cost int) {
 	b.cur += int64(cost)
 	b.peak = max(b.peak, b.cur)
 	if b.spec.Strategy == strategyTimeBased {
-		b.recs = append(b.recs, dispatchRec{at: now, ready: ready, server: server, cost: int32(cost)})
+		b.recs = append(b.recs, dispatchRec{at: now, ready: ready, server: server, arrived: arrived, cost: int32(cost)})
 	}
 }
 
