@@ -247,7 +247,7 @@ type dispatchRec struct {
 	// arrived is the frame's ready_at (server clock, whole ms): when the
 	// server took the job in, for a job enqueued ready; 0 if absent
 	arrived time.Duration
-	cost   int32
+	cost    int32
 }
 
 // budgetMeter watches one budget from the workers' side: the cost in
