@@ -1,7 +1,6 @@
 package http
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -47,17 +46,12 @@ func (a *API) enqueueBulk(c echo.Context) error {
 	if err := a.decodeBody(c, &req); err != nil {
 		return err
 	}
-	jobs := make([]*protocol.NewJob, len(req.Jobs))
-	for i, r := range req.Jobs {
-		nj, err := r.Validate()
-		if err != nil {
-			return protocol.Prefixed(fmt.Sprintf("jobs[%d]: ", i), err)
-		}
-		jobs[i] = nj
+	jobs, err := req.Validate()
+	if err != nil {
+		return err
 	}
 	views := []*protocol.JobView{}
 	if len(jobs) > 0 {
-		var err error
 		if views, err = a.engine.Enqueue(c.Request().Context(), jobs, true); err != nil {
 			return err
 		}

@@ -1,5 +1,7 @@
 package protocol
 
+import "bytes"
+
 // This file decodes the common shapes of enqueue requests (POST /jobs and
 // POST /jobs/bulk) and bulk acks (POST /jobs/success) without reflection. It accepts a strict subset of what
 // encoding/json accepts and gives up (ok == false) on anything else:
@@ -69,6 +71,11 @@ type fastDecoder struct {
 	bindingSlab []fastBinding
 	listSlab    []*BindingRequest
 	scratch     []*BindingRequest
+	// lastBindings is the raw "budgets" value of the previous job that had
+	// one, and its decoded list: the jobs of a bulk often repeat it, and a
+	// repeat shares the list (requests are only read).
+	lastBindingsRaw []byte
+	lastBindings    []*BindingRequest
 }
 
 // bindingSlabLen is how many bindings a slab chunk holds.
@@ -176,7 +183,7 @@ func (d *fastDecoder) job() (*fastJob, bool) {
 			j.req.UniqueWhile = &j.uniqueWhile
 		case "budgets":
 			bit = seenBudgets
-			j.req.Budgets, ok = d.bindings()
+			j.req.Budgets, ok = d.repeatedBindings()
 		default:
 			return false
 		}
@@ -226,6 +233,23 @@ func (d *fastDecoder) bindings() ([]*BindingRequest, bool) {
 		return ok
 	})
 	return d.bindingList(d.scratch), ok
+}
+
+// repeatedBindings decodes a "budgets" value, or finds it a byte-for-byte
+// repeat of the previous job's and returns that one's list. (A complete
+// JSON value ends itself, so input that starts with one holds that value.)
+func (d *fastDecoder) repeatedBindings() ([]*BindingRequest, bool) {
+	d.skipSpace()
+	if prev := d.lastBindingsRaw; len(prev) > 0 && bytes.HasPrefix(d.s[d.i:], prev) {
+		d.i += len(prev)
+		return d.lastBindings, true
+	}
+	start := d.i
+	list, ok := d.bindings()
+	if ok {
+		d.lastBindingsRaw, d.lastBindings = d.s[start:d.i], list
+	}
+	return list, ok
 }
 
 // newBinding returns a zero fastBinding carved from the decoder's slab.

@@ -134,6 +134,8 @@ func FuzzFastDecodeMatchesEncodingJSON(f *testing.F) {
 		`{"ids":["a","b"]}`,
 		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","cost":2,"create_with":{"allocation":5,"strategy":{"type":"time_based","duration_ms":1000,"burst":2}}}]}]}`,
 		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","create_with":{"strategy":{"type":"while_in_flight"},"allocation":10}},{"key":"j","create_with":{}}]}]}`,
+		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"a","cost":1}]},{"type":"t","queue":"q","payload":2,"budgets":[{"key":"a","cost":1}]},{"type":"t","queue":"q","payload":3,"budgets":[{"key":"a","cost":1},{"key":"b"}]}]}`,
+		`{"jobs":[{"type":"t","queue":"q","budgets":[{"key":"a"}],"payload":1},{"type":"t","queue":"q","budgets":[{"key":"a"}] ,"payload":1},{"budgets":[{"key":"a"}]}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -142,4 +144,58 @@ func FuzzFastDecodeMatchesEncodingJSON(f *testing.F) {
 		checkFastAgrees[EnqueueRequest](t, body)
 		checkFastAgrees[AckManyRequest](t, body)
 	})
+}
+
+// TestFastDecodeSharesRepeatedBindings checks that jobs of a bulk with the
+// same "budgets" bytes share one decoded list, that a value which differs
+// anywhere (or only extends the previous one) is decoded on its own, and
+// that BulkEnqueueRequest.Validate then shares the validated bindings of
+// the jobs that share a list (and reports an invalid one at its index).
+func TestFastDecodeSharesRepeatedBindings(t *testing.T) {
+	body := `{"jobs":[` +
+		`{"type":"t","queue":"q","payload":1,"budgets":[{"key":"a","cost":2},{"key":"b"}]},` +
+		`{"type":"t","queue":"q","payload":2,"budgets":[{"key":"a","cost":2},{"key":"b"}]},` +
+		`{"type":"t","queue":"q","payload":3,"budgets":[{"key":"a","cost":2},{"key":"b"},{"key":"c"}]},` +
+		`{"type":"t","queue":"q","payload":4,"budgets":[{"key":"a","cost":2},{"key":"b"},{"key":"c"}]},` +
+		`{"type":"t","queue":"q","payload":5,"budgets":[{"key":"a","cost":3},{"key":"b"},{"key":"c"}]}]}`
+	if !checkFastAgrees[BulkEnqueueRequest](t, []byte(body)) {
+		t.Fatal("fast decoder gave up")
+	}
+	var req BulkEnqueueRequest
+	if !fastDecode([]byte(body), &req) {
+		t.Fatal("fast decoder gave up")
+	}
+	same := func(a, b []*BindingRequest) bool { return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0] }
+	j := req.Jobs
+	if !same(j[0].Budgets, j[1].Budgets) || !same(j[2].Budgets, j[3].Budgets) {
+		t.Errorf("repeated budgets values were decoded apart")
+	}
+	if same(j[1].Budgets, j[2].Budgets) || same(j[3].Budgets, j[4].Budgets) {
+		t.Errorf("different budgets values share a list")
+	}
+	if *j[4].Budgets[0].Cost != 3 || len(j[2].Budgets) != 3 {
+		t.Errorf("job 4 cost %d, job 2 has %d bindings", *j[4].Budgets[0].Cost, len(j[2].Budgets))
+	}
+
+	jobs, err := req.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &jobs[0].Job.Budgets[0] != &jobs[1].Job.Budgets[0] || &jobs[1].Job.Budgets[0] == &jobs[2].Job.Budgets[0] {
+		t.Errorf("validated bindings not shared exactly where the requests share them")
+	}
+	want := []Binding{{Key: "a", Cost: 3}, {Key: "b", Cost: 1}, {Key: "c", Cost: 1}}
+	if !reflect.DeepEqual(jobs[4].Job.Budgets, want) {
+		t.Errorf("job 4 budgets %v, want %v", jobs[4].Job.Budgets, want)
+	}
+
+	bad := `{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"a"}]},{"type":"t","queue":"q","payload":1,"budgets":[{"key":"a"}]},` +
+		`{"type":"t","queue":"q","payload":1,"budgets":[{"key":"a"},{"key":"a"}]}]}`
+	req = BulkEnqueueRequest{}
+	if !fastDecode([]byte(bad), &req) {
+		t.Fatal("fast decoder gave up")
+	}
+	if _, err := req.Validate(); err == nil || !strings.Contains(err.Error(), "jobs[2]: budgets: duplicate key 'a'") {
+		t.Errorf("error %v, want jobs[2]'s duplicate key", err)
+	}
 }

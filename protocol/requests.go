@@ -130,10 +130,60 @@ type NewBinding struct {
 	CreateWith *Definition
 }
 
+// Validate validates every job of the bulk in order (an error names the
+// job's index) and returns the jobs to enqueue. Jobs whose requests share
+// their binding list (the fast decoder decodes a bulk's repeated "budgets"
+// value once) share their validated bindings too: a job's binding list is
+// replaced, never changed in place.
+func (r *BulkEnqueueRequest) Validate() ([]*NewJob, error) {
+	jobs := make([]*NewJob, len(r.Jobs))
+	var memo bindingMemo
+	for i, jr := range r.Jobs {
+		nj, err := jr.validate(&memo)
+		if err != nil {
+			return nil, Prefixed(fmt.Sprintf("jobs[%d]: ", i), err)
+		}
+		jobs[i] = nj
+	}
+	return jobs, nil
+}
+
+// bindingMemo is the last binding list validated and its results.
+type bindingMemo struct {
+	reqs     []*BindingRequest
+	bindings []NewBinding
+	budgets  []Binding
+}
+
+// of returns the validated bindings of reqs, from the memo when reqs is the
+// list it holds.
+func (m *bindingMemo) of(reqs []*BindingRequest) ([]NewBinding, []Binding, error) {
+	if m != nil && len(reqs) > 0 && len(reqs) == len(m.reqs) && &reqs[0] == &m.reqs[0] {
+		return m.bindings, m.budgets, nil
+	}
+	bindings, err := validateBindings(reqs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var budgets []Binding
+	if len(bindings) > 0 {
+		budgets = make([]Binding, len(bindings))
+		for i, b := range bindings {
+			budgets[i] = Binding{Key: b.Key, Cost: b.Cost}
+		}
+	}
+	if m != nil {
+		*m = bindingMemo{reqs: reqs, bindings: bindings, budgets: budgets}
+	}
+	return bindings, budgets, nil
+}
+
 // Validate applies the stateless checks of SPEC §5 and §4.10 in order and
 // returns the job to enqueue. Errors are 400, except invalid create_with
 // values, which are 422 as the SPEC says.
-func (r *EnqueueRequest) Validate() (*NewJob, error) {
+func (r *EnqueueRequest) Validate() (*NewJob, error) { return r.validate(nil) }
+
+func (r *EnqueueRequest) validate(memo *bindingMemo) (*NewJob, error) {
 	if reason := CheckName(*r.Type); reason != "" {
 		return nil, Invalid("type %s", reason)
 	}
@@ -163,7 +213,7 @@ func (r *EnqueueRequest) Validate() (*NewJob, error) {
 			return nil, Invalid("backoff.exponent must be a finite number >= 0")
 		}
 	}
-	bindings, err := validateBindings(r.Budgets)
+	bindings, budgets, err := memo.of(r.Budgets)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +228,7 @@ func (r *EnqueueRequest) Validate() (*NewJob, error) {
 		},
 		Bindings: bindings,
 	}
+	nj.Job.Budgets = budgets
 	if r.Priority != nil {
 		nj.Job.Priority = *r.Priority
 	}
@@ -194,12 +245,6 @@ func (r *EnqueueRequest) Validate() (*NewJob, error) {
 	}
 	if r.Batch != nil {
 		nj.Job.Batch = &Batch{Key: *r.Batch.Key, When: *r.Batch.When, Fold: *r.Batch.Fold}
-	}
-	if len(bindings) > 0 {
-		nj.Job.Budgets = make([]Binding, len(bindings))
-		for i, b := range bindings {
-			nj.Job.Budgets[i] = Binding{Key: b.Key, Cost: b.Cost}
-		}
 	}
 	return nj, nil
 }
