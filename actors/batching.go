@@ -69,9 +69,10 @@ func flushLinks[M any](ctx actor.SenderContext, dirty *[]*outLink[M], batch func
 // actor sends budget actors are many, small and short-lived (a few per
 // budgeted job), so they are allocated 256 at a time instead of one by one.
 // A chunk is freed once none of its messages is referenced any more. It is
-// used only by its owner's goroutine. (Budget actors allocate their answers
-// one by one: there may be thousands of them, and each would keep the rest
-// of a chunk.)
+// used only by its owner's goroutine. (Budget actors do not use slabs:
+// there may be thousands of them, and each would keep the rest of a chunk.
+// A budget actor allocates the answers of one batch together instead,
+// sized by the reservations in it: budgetActor.answers.)
 type slab[T any] struct{ free []T }
 
 func (s *slab[T]) new() *T {
