@@ -34,10 +34,10 @@ func (o *recordingOutbox) unschedule(id string) { delete(o.scheduled, id) }
 func (o *recordingOutbox) clearSchedule()       {}
 func (o *recordingOutbox) queuesChanged()       {}
 
-func testEngine(cfg EngineConfig) (*engine, *recordingOutbox) {
+func testEngine(cfg EngineConfig) (*queueCore, *recordingOutbox) {
 	out := &recordingOutbox{scheduled: map[string]uint64{}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return newEngine(cfg.WithDefaults(), out, log, newConsumedSet(), NewTracer()), out
+	return newQueueCore(cfg.WithDefaults(), out, log, newConsumedSet(), NewTracer()), out
 }
 
 func TestBackoffFormula(t *testing.T) {
@@ -141,7 +141,7 @@ func TestFailureDecisions(t *testing.T) {
 // reservingJob enqueues one job of the given priority bound to budget "b"
 // (while_in_flight, allocation 1) and opens a stream, so the job is
 // reserving; replies collects every answer of the engine.
-func reservingJob(e *engine, priority uint16) (id string, replies *[]any, reply func(any)) {
+func reservingJob(e *queueCore, priority uint16) (id string, replies *[]any, reply func(any)) {
 	def := protocol.Definition{Allocation: 1, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
 	e.loadBudget(protocol.Budget{Key: "b", Allocation: def.Allocation, Strategy: def.Strategy})
 	replies = new([]any)

@@ -262,7 +262,7 @@ type sim struct {
 	tracer *Tracer
 	sub    *Subscription
 
-	eng      *engine
+	eng      *queueCore
 	consumed *consumedSet
 	now      uint64
 	seq      uint64
@@ -361,7 +361,7 @@ func (s *sim) start() {
 	s.budgets = make(map[string]*simBudget)
 	s.sched = make(map[string]uint64)
 	s.consumed = newConsumedSet()
-	s.eng = newEngine(s.cfg, s, s.log, s.consumed, s.tracer)
+	s.eng = newQueueCore(s.cfg, s, s.log, s.consumed, s.tracer)
 	budgets, err := s.store.LoadBudgets()
 	if err != nil {
 		s.tb.Fatalf("load budgets: %v", err)
@@ -2361,7 +2361,7 @@ func (s *sim) storeViolation() string {
 
 // indexViolation checks the query indexes (byID, byQueue, queueCounts)
 // against e.jobs and e.terminal; it returns "" when they agree.
-func indexViolation(e *engine) string {
+func indexViolation(e *queueCore) string {
 	if n := len(e.jobs) + len(e.terminal); e.byID.Len() != n {
 		return fmt.Sprintf("byID has %d ids, engine stores %d jobs", e.byID.Len(), n)
 	}

@@ -349,7 +349,7 @@ type queueCounters struct {
 	enqueued, dispatched, acked, failed uint64
 }
 
-func (e *engine) counters(queue string) *queueCounters {
+func (e *queueCore) counters(queue string) *queueCounters {
 	c := e.obs.queues[queue]
 	if c == nil {
 		if e.obs.queues == nil {
@@ -361,9 +361,9 @@ func (e *engine) counters(queue string) *queueCounters {
 	return c
 }
 
-func (e *engine) observeEnqueued(j *protocol.Job) { e.counters(j.Queue).enqueued++ }
+func (e *queueCore) observeEnqueued(j *protocol.Job) { e.counters(j.Queue).enqueued++ }
 
-func (e *engine) observeDispatched(en *entry, s *stream) {
+func (e *queueCore) observeDispatched(en *entry, s *stream) {
 	e.counters(en.job.Queue).dispatched++
 	if !e.tracer.on() {
 		return
@@ -371,12 +371,12 @@ func (e *engine) observeDispatched(en *entry, s *stream) {
 	e.tracer.emit(Event{Kind: EventDispatched, Actor: "queue", JobID: en.job.ID, Queue: en.job.Queue, Budgets: bindingKeys(en.job.Budgets), Stream: s.id, WorkerID: s.workerID})
 }
 
-func (e *engine) observeAcked(en *entry) {
+func (e *queueCore) observeAcked(en *entry) {
 	e.counters(en.job.Queue).acked++
 	e.tracer.job(EventAcked, en.job, 0)
 }
 
-func (e *engine) observeFailed(j *protocol.Job) {
+func (e *queueCore) observeFailed(j *protocol.Job) {
 	e.counters(j.Queue).failed++
 	e.tracer.job(EventFailed, j, 0)
 }
@@ -392,7 +392,7 @@ type QueueMetrics struct {
 
 // metrics answers a MetricsRequest. It walks every job the queue
 // actor holds (O(jobs), once per scrape).
-func (e *engine) metrics(now uint64) *metricsSnapshot {
+func (e *queueCore) metrics(now uint64) *metricsSnapshot {
 	per := make(map[string]*QueueMetrics)
 	get := func(q string) *QueueMetrics {
 		m := per[q]

@@ -251,11 +251,11 @@ func TestObserveFilterMatch(t *testing.T) {
 }
 
 // obsHooksActor builds a budget actor and an engine with no subscriber.
-func obsHooksActor() (*budgetActor, *engine, *entry, *stream, []string) {
+func obsHooksActor() (*budgetActor, *queueCore, *entry, *stream, []string) {
 	tr := NewTracer()
 	def := protocol.Definition{Allocation: 10, Strategy: protocol.Strategy{Type: protocol.TimeBased, DurationMs: 1000}}
 	a := &budgetActor{core: newBudgetCore("k", def, 1000, nil), tracer: tr}
-	e := newEngine(EngineConfig{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), newConsumedSet(), tr)
+	e := newQueueCore(EngineConfig{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), newConsumedSet(), tr)
 	job := &protocol.Job{ID: "j", Queue: "q"}
 	en := &entry{job: job}
 	s := &stream{id: 1, workerID: "w"}
@@ -264,7 +264,7 @@ func obsHooksActor() (*budgetActor, *engine, *entry, *stream, []string) {
 }
 
 // obsAllHooks calls every trace and counter hook of the dispatch path once.
-func obsAllHooks(a *budgetActor, e *engine, en *entry, s *stream, ids []string) {
+func obsAllHooks(a *budgetActor, e *queueCore, en *entry, s *stream, ids []string) {
 	ref := JobRef{ID: "j", Queue: "q", Cost: 1}
 	before := a.traceRequested(ref, 1000)
 	a.traceReserved(ref, true, before, 1000)
@@ -284,7 +284,7 @@ func obsAllHooks(a *budgetActor, e *engine, en *entry, s *stream, ids []string) 
 }
 
 // makeReadyTraceOnly is the trace call makeReady makes.
-func (e *engine) makeReadyTraceOnly(en *entry) { e.tracer.job(EventReady, en.job, 0) }
+func (e *queueCore) makeReadyTraceOnly(en *entry) { e.tracer.job(EventReady, en.job, 0) }
 
 // TestObserveHooksDoNotAllocate proves that with no subscriber the trace
 // and counter hooks of the dispatch path allocate nothing.

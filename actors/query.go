@@ -283,7 +283,7 @@ func (e *Engine) visibleJob(id string) error {
 
 // deleteJobs deletes a batch of jobs in one atomic write (the logic of
 // deleteJob, per job).
-func (e *engine) deleteJobs(now uint64, m *DeleteJobs, reply func(any)) {
+func (e *queueCore) deleteJobs(now uint64, m *DeleteJobs, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	n := 0
 	for _, id := range m.IDs {
@@ -299,7 +299,7 @@ func (e *engine) deleteJobs(now uint64, m *DeleteJobs, reply func(any)) {
 }
 
 // patchJobs applies a patch to a batch of jobs in one atomic write.
-func (e *engine) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
+func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	n := 0
 	var view *protocol.JobView
@@ -343,7 +343,7 @@ func (e *engine) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 // goes back to the ready index at its new (priority, id) place (a parked one
 // is unparked from its budget and reserves again); ready + future ready_at
 // becomes scheduled; scheduled + past (or null) ready_at becomes ready.
-func (e *engine) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
+func (e *queueCore) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 	j := en.job
 	defer e.syncSched(en)
 	if p.Queue.Present && !p.Queue.Null && p.Queue.Value != j.Queue {
@@ -397,7 +397,7 @@ func (e *engine) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 }
 
 // selectJobs answers SelectJobs from the indexes and in-memory records.
-func (e *engine) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
+func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	f := m.Filter
 	res := &SelectResponse{}
 	purged := func(t terminalJob) bool { return t.purgeAt != 0 && t.purgeAt <= now }

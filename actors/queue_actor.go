@@ -30,7 +30,7 @@ type queueActor struct {
 	log    *slog.Logger
 	tracer *Tracer
 
-	eng       *engine
+	eng       *queueCore
 	consumed  *consumedSet
 	ctx       actor.Context
 	root      *actor.RootContext
@@ -179,7 +179,7 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	a.scheduler = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return newSchedulerActor(ctx.Self(), a.clock, a.timers, a.log.With("component", "scheduler"))
 	}))
-	a.eng = newEngine(a.cfg, a, a.log, a.consumed, a.tracer)
+	a.eng = newQueueCore(a.cfg, a, a.log, a.consumed, a.tracer)
 	budgets, err := a.store.LoadBudgets()
 	if err != nil {
 		a.loadErr = err

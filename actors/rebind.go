@@ -135,7 +135,7 @@ func rebindList(id string, old []protocol.Binding, m *RebindJob) (out []protocol
 	return nil, false, nil, fmt.Errorf("actors: unknown rebind op %d", m.Op)
 }
 
-func (e *engine) rebindJob(now uint64, m *RebindJob, reply func(any)) {
+func (e *queueCore) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 	en := e.jobs[m.ID]
 	if en == nil {
 		if t, ok := e.terminal[m.ID]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
@@ -190,7 +190,7 @@ func (e *engine) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 // a ready job, takes it off any budget it was parked on and places it again
 // at its (priority, id) place (SPEC §8.3.6). A scheduled job only carries
 // the new bindings.
-func (e *engine) applyBindings(en *entry, list []protocol.Binding) {
+func (e *queueCore) applyBindings(en *entry, list []protocol.Binding) {
 	e.unbind(en.job)
 	k := idKey(en.job.ID)
 	e.indexKeys(en.job, k, false)

@@ -49,7 +49,7 @@ func (e *Engine) RebindJobs(ctx context.Context, f *protocol.JobFilter, op Rebin
 	return res.(*RebindJobsResponse), nil
 }
 
-func (e *engine) rebindJobs(now uint64, m *RebindJobs, reply func(any)) {
+func (e *queueCore) rebindJobs(now uint64, m *RebindJobs, reply func(any)) {
 	var set []protocol.NewBinding
 	switch m.Op {
 	case RebindAdd, RebindPut, RebindCost:

@@ -17,7 +17,7 @@ import (
 // as groups when there are enough of them, else one by one (storeNewJob).
 // Payloads beyond the cache are not kept in memory: a member's stays in
 // its group, a lone job's is stored apart.
-func (e *engine) storeNewJobs(entries []*entry, batch *persistence.Batch) {
+func (e *queueCore) storeNewJobs(entries []*entry, batch *persistence.Batch) {
 	if len(entries) == 0 {
 		return
 	}
@@ -45,7 +45,7 @@ func (e *engine) storeNewJobs(entries []*entry, batch *persistence.Batch) {
 
 // joinGroup records that en's job is a member of g and applies the payload
 // cache's rule: the payload stays in memory only while there is room.
-func (e *engine) joinGroup(en *entry, g *persistence.Group, override bool) {
+func (e *queueCore) joinGroup(en *entry, g *persistence.Group, override bool) {
 	en.grp, en.override = g, override
 	j := en.job
 	j.InGroup = true
@@ -61,7 +61,7 @@ func (e *engine) joinGroup(en *entry, g *persistence.Group, override bool) {
 
 // putRecord writes the job's current record: a member's own record
 // (overriding its group's copy, the payload staying there) or a lone job's.
-func (e *engine) putRecord(en *entry, batch *persistence.Batch) {
+func (e *queueCore) putRecord(en *entry, batch *persistence.Batch) {
 	if en.grp != nil {
 		batch.PutMember(en.job)
 		en.override = true
@@ -72,7 +72,7 @@ func (e *engine) putRecord(en *entry, batch *persistence.Batch) {
 
 // putDispatched writes that the job was dispatched: a mark in its group
 // while the group's copy is its record, else its record.
-func (e *engine) putDispatched(en *entry, batch *persistence.Batch) {
+func (e *queueCore) putDispatched(en *entry, batch *persistence.Batch) {
 	if en.grp != nil && !en.override {
 		batch.MarkInFlight(en.grp, en.job.ID, en.job.DequeuedAt)
 		return

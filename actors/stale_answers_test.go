@@ -32,7 +32,7 @@ func (o *keyedOutbox) toBudget(k string, m budgetMsg) { o.sent = append(o.sent, 
 func (o *keyedOutbox) take() []keyedMsg { s := o.sent; o.sent = nil; return s }
 
 // keyedEngine is an engine whose budget messages a keyedOutbox records.
-func keyedEngine() (*engine, *keyedOutbox) {
+func keyedEngine() (*queueCore, *keyedOutbox) {
 	e, _ := testEngine(EngineConfig{})
 	out := &keyedOutbox{recordingOutbox: recordingOutbox{scheduled: map[string]uint64{}}}
 	e.out = out
@@ -43,7 +43,7 @@ func noReply(any) {}
 
 // openCountingStream opens a stream on e and returns the count of jobs it
 // has been handed.
-func openCountingStream(e *engine) *int {
+func openCountingStream(e *queueCore) *int {
 	var delivered int
 	e.openStream(0, &OpenStream{Prefetch: 10, Deliver: func(j []protocol.Job) { delivered += len(j) }}, noReply)
 	return &delivered
@@ -69,7 +69,7 @@ func deliver(a *budgetActor, msgs []keyedMsg) []queueMsg {
 }
 
 // answer passes the budget's answers to the engine.
-func answer(e *engine, msgs []queueMsg) {
+func answer(e *queueCore, msgs []queueMsg) {
 	for _, m := range msgs {
 		switch m := m.(type) {
 		case *ReserveResponse:

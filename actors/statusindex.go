@@ -29,7 +29,7 @@ func schedLess(a, b schedItem) bool {
 // syncSched puts en in the scheduled set at its current ready_at when its
 // stored status is scheduled and takes it out otherwise. It is idempotent:
 // call it after any change of a job's status or ready_at.
-func (e *engine) syncSched(en *entry) {
+func (e *queueCore) syncSched(en *entry) {
 	want := en.job.Status == protocol.StatusScheduled
 	if en.inSched && (!want || en.schedAt != en.job.ReadyAt) {
 		e.sched.Delete(schedItem{en.schedAt, en.job.ID})
@@ -43,14 +43,14 @@ func (e *engine) syncSched(en *entry) {
 }
 
 // unsched takes a job leaving memory out of the scheduled set.
-func (e *engine) unsched(en *entry) {
+func (e *queueCore) unsched(en *entry) {
 	if en.inSched {
 		e.sched.Delete(schedItem{en.schedAt, en.job.ID})
 		en.inSched = false
 	}
 }
 
-func (e *engine) countTerminal(t terminalJob, d int) {
+func (e *queueCore) countTerminal(t terminalJob, d int) {
 	if t.dead {
 		e.deadTotal += d
 	} else {
@@ -59,7 +59,7 @@ func (e *engine) countTerminal(t terminalJob, d int) {
 }
 
 // statusCount counts the visible jobs whose status is in sts.
-func (e *engine) statusCount(now uint64, sts []protocol.Status) uint64 {
+func (e *queueCore) statusCount(now uint64, sts []protocol.Status) uint64 {
 	due := 0 // stored scheduled, visible ready
 	e.sched.Ascend(func(it schedItem) bool {
 		if it.readyAt > now {

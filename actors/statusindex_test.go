@@ -14,7 +14,7 @@ var allStatuses = []protocol.Status{protocol.StatusScheduled, protocol.StatusRea
 // checkStatusCounts compares the status index with a full walk of the
 // engine's records, at several clock values (no scheduler runs here, so
 // scheduled jobs past ready_at stay unpromoted: they must count as ready).
-func checkStatusCounts(t *testing.T, e *engine, step string, nows ...uint64) {
+func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) {
 	t.Helper()
 	byType := map[string]int{}
 	for _, en := range e.jobs {

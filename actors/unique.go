@@ -8,7 +8,7 @@ import "github.com/tollgate/tollgate/protocol"
 // scope releases it on deletion; a key is released only by its holder.
 
 // holderStatus is the status of the job holding key, or "" when none.
-func (e *engine) holderStatus(key string) (string, protocol.Status) {
+func (e *queueCore) holderStatus(key string) (string, protocol.Status) {
 	id, ok := e.unique[key]
 	if !ok {
 		return "", ""
@@ -45,7 +45,7 @@ func duplicateOf(while string, st protocol.Status) bool {
 
 // holderView is the enqueue response of a duplicate: the holder, without
 // payload, duplicate:true.
-func (e *engine) holderView(now uint64, id string) *protocol.JobView {
+func (e *queueCore) holderView(now uint64, id string) *protocol.JobView {
 	if en := e.jobs[id]; en != nil {
 		return en.job.EnqueueView(now, true, false)
 	}
@@ -53,7 +53,7 @@ func (e *engine) holderView(now uint64, id string) *protocol.JobView {
 }
 
 // claimUnique makes j the holder of its key.
-func (e *engine) claimUnique(j *protocol.Job) {
+func (e *queueCore) claimUnique(j *protocol.Job) {
 	if j.UniqueKey != "" {
 		e.unique[j.UniqueKey] = j.ID
 	}
@@ -61,7 +61,7 @@ func (e *engine) claimUnique(j *protocol.Job) {
 
 // reclaimUnique makes a queued-scope job the holder again if the key is free
 // (after failure rescheduling, disconnect requeue or crash recovery).
-func (e *engine) reclaimUnique(j *protocol.Job) {
+func (e *queueCore) reclaimUnique(j *protocol.Job) {
 	if j.UniqueKey == "" || j.UniqueWhile != protocol.UniqueQueued {
 		return
 	}
@@ -71,7 +71,7 @@ func (e *engine) reclaimUnique(j *protocol.Job) {
 }
 
 // releaseUnique frees j's key if j holds it.
-func (e *engine) releaseUnique(j *protocol.Job) {
+func (e *queueCore) releaseUnique(j *protocol.Job) {
 	if j.UniqueKey != "" && e.unique[j.UniqueKey] == j.ID {
 		delete(e.unique, j.UniqueKey)
 	}
@@ -79,13 +79,13 @@ func (e *engine) releaseUnique(j *protocol.Job) {
 
 // releaseUniqueOn applies the scope rules to an event: dispatch releases a
 // queued-scope key; finishing releases queued and active ones.
-func (e *engine) releaseUniqueOnDispatch(j *protocol.Job) {
+func (e *queueCore) releaseUniqueOnDispatch(j *protocol.Job) {
 	if j.UniqueWhile == protocol.UniqueQueued {
 		e.releaseUnique(j)
 	}
 }
 
-func (e *engine) releaseUniqueOnFinish(j *protocol.Job) {
+func (e *queueCore) releaseUniqueOnFinish(j *protocol.Job) {
 	if j.UniqueWhile == protocol.UniqueQueued || j.UniqueWhile == protocol.UniqueActive {
 		e.releaseUnique(j)
 	}
@@ -93,7 +93,7 @@ func (e *engine) releaseUniqueOnFinish(j *protocol.Job) {
 
 // noteLoadedKey records, while loading, the latest stored job carrying each
 // unique key.
-func (e *engine) noteLoadedKey(j *protocol.Job) {
+func (e *queueCore) noteLoadedKey(j *protocol.Job) {
 	if j.UniqueKey == "" {
 		return
 	}
@@ -110,7 +110,7 @@ func (e *engine) noteLoadedKey(j *protocol.Job) {
 // key was created (and took the key over) it is no longer the holder, even if
 // that later job has released the key since: the key stays free, as it was
 // before the restart.
-func (e *engine) dropSupersededHolders() {
+func (e *queueCore) dropSupersededHolders() {
 	for key, id := range e.unique {
 		latest := e.loadLatest[key]
 		if latest == "" || latest == id {

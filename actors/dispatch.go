@@ -1,0 +1,216 @@
+// Dispatch: feeding ready jobs to streams with room and committing what was
+// handed out.
+
+package actors
+
+import (
+	"unique"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+func (e *queueCore) makeReady(en *entry) {
+	en.state = stReady
+	en.parkedOn = ""
+	en.stream = nil
+	en.resv = nil
+	e.ready.add(readyItem{priority: en.job.Priority, id: en.job.ID, queue: en.job.Queue, en: en})
+	e.tracer.job(EventReady, en.job, 0)
+}
+
+func (e *queueCore) globalFull() bool {
+	return e.cfg.GlobalInFlightLimit > 0 && e.inFlightTotal+e.reservingTotal >= e.cfg.GlobalInFlightLimit
+}
+
+// room is how many more jobs the stream may be given now.
+func (s *stream) room() int {
+	if s.closed || s.writerBusy {
+		return 0
+	}
+	if s.prefetch == 0 {
+		if len(s.outbox) == 0 && s.reserving == 0 {
+			return 1
+		}
+		return 0
+	}
+	return s.prefetch - len(s.inFlight) - s.reserving
+}
+
+// pump hands ready jobs to streams with room, one job per stream per round
+// so streams share fairly, until no stream can take or no job qualifies.
+func (e *queueCore) pump(now uint64) {
+	if e.inBatch {
+		e.pumpWanted = true
+		return
+	}
+	if len(e.order) > 0 && e.ready.len() > 0 {
+		n := len(e.order)
+		start := e.rr % n
+		e.rr++
+		for progress := true; progress && !e.globalFull(); {
+			progress = false
+			for k := 0; k < n && !e.globalFull(); k++ {
+				s := e.order[(start+k)%n]
+				if s.room() <= 0 {
+					continue
+				}
+				it, ok := e.ready.best(s.queues)
+				if !ok {
+					continue
+				}
+				e.ready.remove(it)
+				en := it.en
+				if len(en.job.Budgets) == 0 {
+					e.dispatch(now, en, s)
+				} else {
+					e.startReservation(en, s)
+				}
+				progress = true
+			}
+		}
+	}
+	e.flush()
+}
+
+// beginBatch defers pumping until endBatch (see inBatch).
+func (e *queueCore) beginBatch() { e.inBatch = true }
+
+// endBatch pumps once if anything handled since beginBatch asked to.
+func (e *queueCore) endBatch(now uint64) {
+	e.inBatch = false
+	if e.pumpWanted {
+		e.pumpWanted = false
+		e.pump(now)
+	}
+}
+
+// dispatch marks a job in flight on s; flush persists and delivers it.
+func (e *queueCore) dispatch(now uint64, en *entry, s *stream) {
+	en.state = stInFlight
+	en.stream = s
+	en.resv = nil
+	en.parkedOn = ""
+	en.job.Status = protocol.StatusInFlight
+	en.job.DequeuedAt = now
+	e.releaseUniqueOnDispatch(en.job)
+	s.inFlight[en.job.ID] = en
+	e.inFlightTotal++
+	if len(s.outbox) == 0 {
+		e.flushPending = append(e.flushPending, s)
+		if s.outbox == nil && s.prefetch > 0 {
+			// The batch usually fills the stream's free room (this job
+			// and those still reserving included): size it once instead
+			// of growing it job by job, but no bigger, since a window that
+			// is mostly in flight frees only a few slots at a time.
+			s.outbox = make([]*entry, 0, min(s.room()+s.reserving+1, 256))
+		}
+	}
+	s.outbox = append(s.outbox, en)
+	e.observeDispatched(en, s)
+}
+
+// internNames makes a job's queue, type and budget keys share one copy of
+// each distinct name: they repeat across millions of jobs.
+func (e *queueCore) internNames(j *protocol.Job) {
+	j.Queue = e.names.intern(j.Queue)
+	j.Type = e.names.intern(j.Type)
+	for i := range j.Budgets {
+		j.Budgets[i].Key = e.names.intern(j.Budgets[i].Key)
+	}
+}
+
+// nameInterner remembers the last few interned names: the jobs of a bulk
+// mostly share their queue, type and budget keys, and comparing with a
+// recent name is cheaper than interning it again.
+type nameInterner struct {
+	recent [8]string
+	next   int
+}
+
+func (c *nameInterner) intern(s string) string {
+	for _, r := range c.recent {
+		if r == s {
+			return r
+		}
+	}
+	v := unique.Make(s).Value()
+	c.recent[c.next] = v
+	c.next = (c.next + 1) % len(c.recent)
+	return v
+}
+
+// storeNewJob writes a new job into batch. While the payload cache has room
+// the job keeps its payload in memory and inside its record until it
+// finishes (one key per job, written whole); otherwise the payload is
+// stored apart and memory keeps none of it.
+func (e *queueCore) storeNewJob(j *protocol.Job, batch *persistence.Batch) {
+	if e.payloadBytes+len(j.Payload) <= e.cfg.PayloadCacheBytes {
+		e.payloadBytes += len(j.Payload)
+		batch.PutJob(j)
+		return
+	}
+	batch.PutJobPayloadApart(j)
+	j.Payload = nil
+}
+
+// loadPayload applies storeNewJob's rule to a job loaded at startup whose
+// record holds its payload: beyond the cache, the payload moves apart.
+func (e *queueCore) loadPayload(j *protocol.Job, batch *persistence.Batch) {
+	if j.Payload == nil {
+		return
+	}
+	if e.payloadBytes+len(j.Payload) <= e.cfg.PayloadCacheBytes {
+		e.payloadBytes += len(j.Payload)
+		return
+	}
+	batch.PutJobPayloadApart(j)
+	j.Payload = nil
+}
+
+// dropPayload forgets the payload memory holds of a job that finished or
+// was deleted, once its last record write was added to a batch.
+func (e *queueCore) dropPayload(j *protocol.Job) {
+	e.payloadBytes -= len(j.Payload)
+	j.Payload = nil
+}
+
+// flush persists the in-flight state of every job dispatched since the last
+// flush in one batch, then delivers each stream its jobs.
+func (e *queueCore) flush() {
+	if len(e.flushPending) == 0 {
+		return
+	}
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	type delivery struct {
+		deliver func([]protocol.Job)
+		jobs    []protocol.Job
+	}
+	deliveries := make([]delivery, 0, len(e.flushPending))
+	for _, s := range e.flushPending {
+		if len(s.outbox) == 0 || s.writerBusy {
+			continue
+		}
+		// the writer gets copies as the jobs are now (a patch since the
+		// dispatch included)
+		jobs := make([]protocol.Job, len(s.outbox))
+		for i, en := range s.outbox {
+			e.putDispatched(en, batch)
+			jobs[i] = *en.job
+		}
+		s.writerBusy = true
+		deliveries = append(deliveries, delivery{s.deliver, jobs})
+		clear(s.outbox) // no stale entry kept alive by the reused array
+		s.outbox = s.outbox[:0]
+	}
+	e.flushPending = e.flushPending[:0]
+	log := e.log
+	e.out.persist(batch, func(err error) {
+		if err != nil {
+			log.Error("persisting dispatched jobs failed; delivering anyway (at-least-once)", "err", err)
+		}
+		for _, d := range deliveries {
+			d.deliver(d.jobs)
+		}
+	})
+}

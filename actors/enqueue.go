@@ -1,0 +1,183 @@
+// Enqueue: checks, unique keys, budget bindings and the commit of new jobs.
+
+package actors
+
+import (
+	"fmt"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
+	created := make(map[string]*protocol.Budget)
+	var createdOrder []string
+	for i, nj := range m.Jobs {
+		if err := e.resolveBindings(now, nj, created, &createdOrder); err != nil {
+			if m.Bulk {
+				err = protocol.Prefixed(fmt.Sprintf("jobs[%d]: ", i), err)
+			}
+			reply(err)
+			return
+		}
+	}
+	// Unique keys, in request order: a later job may duplicate an earlier
+	// one of the same request. Budgets are created only for the jobs that
+	// are really written.
+	views := make([]*protocol.JobView, len(m.Jobs))
+	holderIndex := make(map[int]int) // duplicate index -> holder index in this request
+	pendingHolder := make(map[string]int)
+	dups := 0
+	for i, nj := range m.Jobs {
+		key := nj.Job.UniqueKey
+		if key == "" {
+			continue
+		}
+		if k, ok := pendingHolder[key]; ok && duplicateOf(nj.Job.UniqueWhile, protocol.StatusReady) {
+			holderIndex[i] = k
+			views[i] = &protocol.JobView{}
+			dups++
+			continue
+		}
+		if id, st := e.holderStatus(key); id != "" && duplicateOf(nj.Job.UniqueWhile, st) {
+			views[i] = e.holderView(now, id)
+			dups++
+			continue
+		}
+		pendingHolder[key] = i
+	}
+	if dups > 0 {
+		created = make(map[string]*protocol.Budget)
+		createdOrder = createdOrder[:0]
+		for i, nj := range m.Jobs {
+			if views[i] != nil {
+				continue
+			}
+			if err := e.resolveBindings(now, nj, created, &createdOrder); err != nil {
+				if m.Bulk {
+					err = protocol.Prefixed(fmt.Sprintf("jobs[%d]: ", i), err)
+				}
+				reply(err)
+				return
+			}
+		}
+	}
+	batch := persistence.NewBatch(e.cfg.EnqueueSync)
+	e.createBudgets(created, createdOrder, batch)
+	ids := make([]string, len(m.Jobs))
+	viewArray := make([]protocol.JobView, len(m.Jobs)) // one allocation for the new jobs' views
+	stored := make([]*entry, 0, len(m.Jobs))
+	for i, nj := range m.Jobs {
+		if views[i] != nil {
+			continue
+		}
+		job := nj.Job
+		e.internNames(&job)
+		job.ID = e.ids.Next(now)
+		if !nj.ReadyAtSet {
+			job.ReadyAt = now
+		}
+		job.Attempts = 0
+		en := &entry{job: &job}
+		if job.ReadyAt > now {
+			job.Status = protocol.StatusScheduled
+		} else {
+			job.Status = protocol.StatusReady
+		}
+		e.jobs[job.ID] = en
+		e.addStored(&job)
+		e.observeEnqueued(&job)
+		e.bind(&job)
+		e.claimUnique(&job)
+		ids[i] = job.ID
+		stored = append(stored, en)
+		job.FillEnqueueView(&viewArray[i], now, false, false)
+		views[i] = &viewArray[i]
+		if job.Status == protocol.StatusScheduled {
+			en.state = stScheduled
+			e.out.schedule(job.ID, job.ReadyAt)
+		} else {
+			e.makeReady(en)
+		}
+		e.syncSched(en)
+	}
+	for i, k := range holderIndex {
+		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
+	}
+	e.storeNewJobs(stored, batch)
+	e.persistThenReply(batch, reply, &EnqueueJobsResponse{Jobs: views})
+	e.pump(now)
+}
+
+// resolveBindings checks that every budget a job binds to exists (or is
+// created by its create_with, counted against the limit) and that the cost
+// fits the authoritative definition.
+func (e *queueCore) resolveBindings(now uint64, nj *protocol.NewJob, created map[string]*protocol.Budget, order *[]string) error {
+	for _, b := range nj.Bindings {
+		var def protocol.Definition
+		if be := e.budgets[b.Key]; be != nil {
+			def = be.budget.Definition()
+		} else if c := created[b.Key]; c != nil {
+			def = c.Definition()
+		} else if b.CreateWith != nil {
+			if err := e.checkBudgetLimit(b.Key, len(created)); err != nil {
+				return err
+			}
+			def = *b.CreateWith
+			created[b.Key] = &protocol.Budget{Key: b.Key, Allocation: def.Allocation, Strategy: def.Strategy, CreatedAt: now, UpdatedAt: now}
+			*order = append(*order, b.Key)
+		} else {
+			return protocol.Unprocessable("budget '%s' does not exist. Create it first or pass create_with.", b.Key)
+		}
+		if err := def.CheckCost(b.Key, b.Cost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createBudgets adds the budgets a request's create_with resolved to the
+// catalog, spawns their actors (pools full) and writes them in batch.
+func (e *queueCore) createBudgets(created map[string]*protocol.Budget, order []string, batch *persistence.Batch) {
+	for _, key := range order {
+		b := *created[key]
+		e.budgets[key] = &budgetEntry{budget: b, bound: make(map[uint32]int)}
+		e.out.spawnBudget(b)
+		batch.PutBudget(&b)
+	}
+}
+
+func (e *queueCore) checkBudgetLimit(key string, pending int) error {
+	if e.cfg.MaxBudgets > 0 && len(e.budgets)+pending >= e.cfg.MaxBudgets {
+		return protocol.Unprocessable("budget '%s' cannot be created: the limit of %d budgets has been reached", key, e.cfg.MaxBudgets)
+	}
+	return nil
+}
+
+// bind counts an unfinished job against its budgets.
+func (e *queueCore) bind(j *protocol.Job) {
+	for _, b := range j.Budgets {
+		if be := e.budgets[b.Key]; be != nil {
+			if b.Cost == 1 {
+				be.boundOne++
+			} else {
+				be.bound[b.Cost]++
+			}
+			be.boundTotal++
+		}
+	}
+}
+
+// unbind stops counting a job that finished or was deleted.
+func (e *queueCore) unbind(j *protocol.Job) {
+	for _, b := range j.Budgets {
+		if be := e.budgets[b.Key]; be != nil {
+			if b.Cost == 1 {
+				be.boundOne--
+			} else if be.bound[b.Cost]--; be.bound[b.Cost] <= 0 {
+				delete(be.bound, b.Cost)
+			}
+			be.boundTotal--
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package actors
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// EngineConfig holds the queue's policies. Zero values are filled in by
+// WithDefaults.
+type EngineConfig struct {
+	// GlobalInFlightLimit caps in-flight jobs across streams (0: none).
+	GlobalInFlightLimit int
+	// DefaultRetryLimit is the retries a job gets when it sets none (25).
+	DefaultRetryLimit uint32
+	// DefaultBackoff is the backoff of jobs that set none (4, 15 s, 30 s).
+	DefaultBackoff protocol.Backoff
+	// CompletedRetention keeps completed jobs visible this long (0).
+	CompletedRetention time.Duration
+	// DeadRetention keeps dead jobs visible this long (7 days).
+	DeadRetention time.Duration
+	// MaxBudgets caps the number of budgets (0: unlimited).
+	MaxBudgets int
+	// EnqueueSync and DefaultSync ask for fsync before acknowledging.
+	EnqueueSync, DefaultSync bool
+	// ReaperInterval is how often finished jobs past purge_at are removed.
+	ReaperInterval time.Duration
+	// Random returns a uniform float in [0, 1) for backoff jitter.
+	Random func() float64
+	// PayloadCacheBytes bounds the payload bytes memory keeps of unfinished
+	// jobs (default 16 MiB). A job enqueued while there is room keeps its
+	// payload in memory and inside its record until it finishes; beyond
+	// it, the payload is stored apart and read when the job is written to
+	// its stream (Engine.LoadPayloads).
+	PayloadCacheBytes int
+	// GroupMinJobs is the size from which the jobs of one enqueue request
+	// are stored as a group, one record for all of them (default 4; see
+	// records.go).
+	GroupMinJobs int
+}
+
+// outbox is how the engine acts on the world; the queue actor implements
+// it with protoactor and the store, tests with a recorder.
+type outbox interface {
+	persist(b *persistence.Batch, done func(error))
+	toBudget(key string, msg budgetMsg)
+	spawnBudget(b protocol.Budget)
+	stopBudget(key string)
+	schedule(id string, readyAt uint64)
+	unschedule(id string)
+	clearSchedule()
+	queuesChanged()
+}
+
+type jobState uint8
+
+const (
+	stReady jobState = iota
+	stReserving
+	stParked
+	stScheduled
+	stInFlight
+	// stGone marks the entry of a job that finished or was deleted: a
+	// budget's answer that still names it finds it gone.
+	stGone
+)
+
+// entry is an unfinished job and where it is.
+type entry struct {
+	job      *protocol.Job
+	parkedOn string
+	stream   *stream
+	resv     *reservation
+	schedAt  uint64 // its ready_at in e.sched (statusindex.go)
+	// grp is the stored group the job belongs to (nil: stored alone);
+	// override is set once the member has its own record (records.go).
+	grp      *persistence.Group
+	state    jobState
+	inSched  bool // in e.sched
+	override bool
+	// parkedPrio is the priority the job parked with on parkedOn (its
+	// place in that budget's list).
+	parkedPrio uint16
+}
+
+// reservation is a job gathering holds from its budgets in key order.
+type reservation struct {
+	bindings []protocol.Binding // sorted by key
+	idx      int                // the binding whose answer is awaited
+	sorted   [4]protocol.Binding
+}
+
+// terminalJob is what memory keeps of a retained finished job.
+type terminalJob struct {
+	id       string
+	queue    string
+	purgeAt  uint64
+	attempts uint32
+	apart    bool          // its payload is stored apart from its record
+	job      *protocol.Job // without payload; kept only for unique-key holders
+	meta     *protocol.Job // without payload, for the query filters
+	dead     bool
+	grp      *persistence.Group // its stored group (it then has its own record)
+}
+
+func terminalLess(a, b terminalJob) bool {
+	if a.purgeAt != b.purgeAt {
+		return a.purgeAt < b.purgeAt
+	}
+	return a.id < b.id
+}
+
+// budgetEntry is the catalog entry of a budget: its stored record and the
+// count of unfinished jobs bound to it, by cost.
+type budgetEntry struct {
+	budget protocol.Budget
+	// bound counts the unfinished jobs bound to the budget by cost: those
+	// costing 1 (nearly all) in boundOne, the others in bound.
+	bound      map[uint32]int
+	boundOne   int
+	boundTotal int
+}
+
+// stream is a take stream's bookkeeping.
+type stream struct {
+	id         uint64
+	queues     map[string]bool // nil: all queues
+	prefetch   int
+	workerID   string
+	inFlight   map[string]*entry
+	reserving  int
+	outbox     []*entry // dispatched, not yet persisted and handed to the writer
+	writerBusy bool
+	closed     bool
+	deliver    func([]protocol.Job)
+}
+
+// queueCore is the queue actor's state machine: every unfinished job, the ready
+// index, the take streams, the budget catalog and the retained finished jobs.
+// It never reads the clock (methods take now in Unix ms) and never blocks:
+// writes go to the outbox's group committer and replies are sent when they
+// are durable.
+type queueCore struct {
+	cfg EngineConfig
+	out outbox
+	log *slog.Logger
+	ids *protocol.IDGenerator
+
+	jobs map[string]*entry
+	// payloadBytes is the size of the payloads jobs hold in memory
+	// (bounded by cfg.PayloadCacheBytes).
+	payloadBytes int
+	ready        *readyIndex
+	terminal     map[string]terminalJob
+	purgeOrder   *btree.BTreeG[terminalJob]
+	// sched, completedTotal and deadTotal index statuses (statusindex.go).
+	sched          *btree.BTreeG[schedItem]
+	completedTotal int
+	deadTotal      int
+	queueCounts    map[string]int
+	// byID and byQueue are every stored job's ID (unfinished and retained
+	// finished), in ID order, overall and per queue: the indexes of the
+	// query endpoints (query.go).
+	byID    *orderedSet[protocol.IDKey]
+	byQueue map[string]*orderedSet[protocol.IDKey]
+	byType  map[string]*orderedSet[protocol.IDKey] // the same per type
+	byKey   map[string]*orderedSet[protocol.IDKey] // the same per bound budget key
+
+	streams        map[uint64]*stream
+	order          []*stream
+	rr             int
+	nextStream     uint64
+	inFlightTotal  int
+	reservingTotal int
+	consumed       *consumedSet
+	flushPending   []*stream
+	// inBatch is set while a batch of budget answers is handled: pump then
+	// only notes pumpWanted, and runs once when the batch ends, so that a
+	// batch of N answers costs one pass over the streams and one commit of
+	// the jobs it dispatched, not N of each.
+	inBatch    bool
+	pumpWanted bool
+
+	budgets map[string]*budgetEntry
+	unique  map[string]string // unique key -> holder job id
+	tracer  *Tracer
+	obs     engineObs // counters for metrics (observe.go)
+	names   nameInterner
+	// epoch tells this engine from the one a restarted queue actor had
+	// before: answers of that one's budget actors may still be queued,
+	// and are dropped (they name entries and holds that are gone).
+	epoch uint64
+	// msgs allocates the messages of the budget protocol (batching.go)
+	msgs struct {
+		reserves slab[ReserveRequest]
+		commits  slab[CommitReservation]
+		returns  slab[ReturnTokens]
+	}
+	// reservations are short-lived too (a job holds one between leaving
+	// the ready index and its dispatch or parking)
+	reservations slab[reservation]
+
+	recoveredUnique []*protocol.Job   // queued-scope jobs recovered from in flight
+	loadLatest      map[string]string // unique key -> latest stored job id with it (load only)
+
+	// deferred holds requests about a job that wait for its reservation to
+	// end (dispatched, parked or deleted).
+	deferred map[string][]func(now uint64)
+}
+
+// afterReservation runs f once the job's current reservation has ended.
+func (e *queueCore) afterReservation(id string, f func(now uint64)) {
+	if e.deferred == nil {
+		e.deferred = make(map[string][]func(now uint64))
+	}
+	e.deferred[id] = append(e.deferred[id], f)
+}
+
+// runDeferred runs what waited for the job's reservation, if it has ended.
+func (e *queueCore) runDeferred(now uint64, id string) {
+	fns, ok := e.deferred[id]
+	if !ok {
+		return
+	}
+	if en := e.jobs[id]; en != nil && en.state == stReserving {
+		return
+	}
+	delete(e.deferred, id)
+	for _, f := range fns {
+		f(now)
+	}
+}
+
+// engineEpochs numbers engines (engine.epoch).
+var engineEpochs atomic.Uint64
+
+func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consumedSet, tracer *Tracer) *queueCore {
+	return &queueCore{
+		epoch:       engineEpochs.Add(1),
+		cfg:         cfg,
+		out:         out,
+		log:         log,
+		ids:         protocol.NewIDGenerator(),
+		jobs:        make(map[string]*entry),
+		ready:       newReadyIndex(),
+		terminal:    make(map[string]terminalJob),
+		purgeOrder:  btree.NewG(16, terminalLess),
+		sched:       newSchedSet(),
+		queueCounts: make(map[string]int),
+		byID:        newOrderedSet(keyLess),
+		byQueue:     make(map[string]*orderedSet[protocol.IDKey]),
+		byType:      make(map[string]*orderedSet[protocol.IDKey]),
+		byKey:       make(map[string]*orderedSet[protocol.IDKey]),
+		streams:     make(map[uint64]*stream),
+		consumed:    consumed,
+		budgets:     make(map[string]*budgetEntry),
+		unique:      make(map[string]string),
+		tracer:      tracer,
+	}
+}
