@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -56,7 +57,9 @@ func (a *API) handleError(err error, c echo.Context) {
 	switch {
 	case errors.As(err, &pe):
 		status = statusOf[pe.Code]
-		body = &errorBody{Error: pe.Message}
+		// texts may quote input (a path key, a query value); a response
+		// is valid UTF-8 for strict readers whatever the input was
+		body = &errorBody{Error: strings.ToValidUTF8(pe.Message, "\uFFFD")}
 	case errors.As(err, &ne):
 		status = ne.status
 		body = &errorBody{Error: ne.message, Supported: ne.supported}

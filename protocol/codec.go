@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -76,6 +77,9 @@ func decodeJSON(body []byte, v any) error {
 	// way; Unmarshal does it without copying the body into a decoder
 	// buffer. Any failure starts over on the decoder for its exact error.
 	if err := json.Unmarshal(body, v); err == nil {
+		if err := CheckCanonical(body, ""); err != nil {
+			return err
+		}
 		if r, ok := v.(interface{ checkRequired() error }); ok {
 			return r.checkRequired()
 		}
@@ -88,8 +92,12 @@ func decodeJSON(body []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return cleanJSONError(err)
 	}
-	if dec.More() {
+	// Decoder.More is false before '}' and ']', so look at the rest itself
+	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\n\r")) > 0 {
 		return errors.New("trailing characters")
+	}
+	if err := CheckCanonical(body, ""); err != nil {
+		return err
 	}
 	if r, ok := v.(interface{ checkRequired() error }); ok {
 		return r.checkRequired()
@@ -285,9 +293,36 @@ func appendFloat(dst []byte, v float64) []byte {
 	return dst
 }
 
+// writeJSONString writes s as a JSON string. Bytes that are not UTF-8 are
+// written as they are (json.Marshal would turn them into U+FFFD), so that
+// CheckCanonical refuses a msgpack string the way it refuses a JSON one.
 func writeJSONString(out *bytes.Buffer, s string) {
-	b, _ := json.Marshal(s)
-	out.Write(b)
+	if utf8.ValidString(s) {
+		b, _ := json.Marshal(s)
+		out.Write(b)
+		return
+	}
+	out.WriteByte('"')
+	for len(s) > 0 {
+		n := 0
+		for n < len(s) {
+			r, size := utf8.DecodeRuneInString(s[n:])
+			if r == utf8.RuneError && size == 1 {
+				break
+			}
+			n += size
+		}
+		if n > 0 {
+			b, _ := json.Marshal(s[:n])
+			out.Write(b[1 : len(b)-1])
+		}
+		if n < len(s) {
+			out.WriteByte(s[n]) // the invalid byte, raw
+			n++
+		}
+		s = s[n:]
+	}
+	out.WriteByte('"')
 }
 
 // JSONToMsgpack transcodes one JSON value to msgpack: integers that fit

@@ -220,6 +220,9 @@ func TestCheckNameReasons(t *testing.T) {
 		"{q}":       "must not contain '{' (reserved)",
 		"q}":        "must not contain '}' (reserved)",
 		`a\b`:       `must not contain '\' (reserved)`,
+		"\xff\xfe":  "must be valid UTF-8",
+		"é\xc3":     "must be valid UTF-8",
+		"\xff,":     "must not contain ','",
 		"emails":    "",
 		"a/b c-d_é": "",
 	} {

@@ -9,7 +9,8 @@ import "bytes"
 // twice, null, the backoff, retention and batch objects, and numbers that
 // are not plain decimal integers in range (negative ones included).
 // create_with is decoded (allocation, strategy: type, duration_ms, burst):
-// many-budgets workloads make their budgets with it on every job. On giving up the
+// many-budgets workloads make their budgets with it on every job. A payload
+// beyond the canonical limits (CheckCanonical) also makes it give up. On giving up the
 // caller decodes the body with encoding/json as before, which then yields
 // the same value or its exact error; FuzzFastDecodeMatchesEncodingJSON
 // checks that whatever this decoder accepts, encoding/json decodes to the
@@ -148,7 +149,11 @@ func (d *fastDecoder) job() (*fastJob, bool) {
 			bit = seenPayload
 			var raw []byte
 			var spaced bool
-			if raw, spaced, ok = d.value(); ok {
+			raw, spaced, ok = d.value()
+			// a payload beyond the canonical limits is left to the
+			// fallback, which names the rule it breaks
+			ok = ok && CheckCanonical(raw, "") == nil
+			if ok {
 				if spaced {
 					ok = j.req.Payload.UnmarshalJSON(raw) == nil
 				} else {

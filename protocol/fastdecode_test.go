@@ -23,6 +23,7 @@ func checkFastAgrees[T any](t *testing.T, body []byte) bool {
 	if !fastDecode(body, fast) {
 		return false
 	}
+	assertCanonicalJSON(t, body)
 	slow, err := decodeWithEncodingJSON[T](body)
 	if err != nil {
 		t.Fatalf("fast decoder accepted what encoding/json refuses (%v): %q", err, body)
@@ -132,6 +133,7 @@ func FuzzFastDecodeMatchesEncodingJSON(f *testing.F) {
 		`{"type":"t","queue":"q","payload":[],"budgets":[]}`,
 		`{"type":"t","queue":"q","payload":-0.5e-3 }`,
 		`{"ids":["a","b"]}`,
+		`{"type":"t","queue":"q","payload":{"x":[1e400,"\udc00"],"x":1}}]`,
 		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","cost":2,"create_with":{"allocation":5,"strategy":{"type":"time_based","duration_ms":1000,"burst":2}}}]}]}`,
 		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"k","create_with":{"strategy":{"type":"while_in_flight"},"allocation":10}},{"key":"j","create_with":{}}]}]}`,
 		`{"jobs":[{"type":"t","queue":"q","payload":1,"budgets":[{"key":"a","cost":1}]},{"type":"t","queue":"q","payload":2,"budgets":[{"key":"a","cost":1}]},{"type":"t","queue":"q","payload":3,"budgets":[{"key":"a","cost":1},{"key":"b"}]}]}`,

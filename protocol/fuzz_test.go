@@ -14,12 +14,15 @@ func FuzzDecodeEnqueueJSON(f *testing.F) {
 	f.Add([]byte(`{"type":"t","queue":"q","payload":{},"budgets":[{"key":"k","cost":2,"create_with":{"allocation":5,"strategy":{"type":"time_based","duration_ms":1000,"burst":2}}}]}`))
 	f.Add([]byte(`{"type":"","queue":"q","payload":null,"backoff":{"exponent":1e400,"base_ms":1,"jitter_ms":1}}`))
 	f.Add([]byte(`{"jobs":[{"type":"t"`))
+	f.Add([]byte(`{"type":"t","queue":"q","payload":{"x":1}}}`))
+	f.Add([]byte(`{"type":"t","queue":"q","payload":{"x":"\ud800","x":1e400}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var r EnqueueRequest
 		if err := Decode(JSON, body, &r); err != nil {
 			assertCode(t, err, CodeInvalid)
 			return
 		}
+		assertCanonicalJSON(t, body)
 		nj, err := r.Validate()
 		if err != nil {
 			pe, ok := err.(*Error)
@@ -49,9 +52,7 @@ func FuzzDecodeEnqueueMsgpack(f *testing.F) {
 			assertCode(t, err, CodeInvalid)
 			return
 		}
-		if !json.Valid(r.Payload) {
-			t.Fatalf("decoded payload is not valid JSON")
-		}
+		assertCanonicalJSON(t, r.Payload)
 	})
 }
 
@@ -101,6 +102,7 @@ func FuzzDecodeBudgetPatch(f *testing.F) {
 			assertCode(t, err, CodeInvalid)
 			return
 		}
+		assertCanonicalJSON(t, body)
 		def, err := p.Apply(Definition{Allocation: 10, Strategy: Strategy{Type: TimeBased, DurationMs: 1000}})
 		if err != nil {
 			assertCode(t, err, CodeUnprocessable)
@@ -160,6 +162,18 @@ func (r *splitReader) Read(p []byte) (int, error) {
 	n := copy(p, r.data[r.pos:end])
 	r.pos += n
 	return n, nil
+}
+
+// assertCanonicalJSON fails unless an accepted body is one valid JSON value
+// within the canonical model limits (SPEC §1.3).
+func assertCanonicalJSON(t *testing.T, body []byte) {
+	t.Helper()
+	if !json.Valid(body) {
+		t.Fatalf("accepted body is not valid JSON: %q", body)
+	}
+	if err := CheckCanonical(body, ""); err != nil {
+		t.Fatalf("accepted body breaks the canonical limits (%v): %q", err, body)
+	}
 }
 
 func assertCode(t *testing.T, err error, code Code) {

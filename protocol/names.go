@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // reservedNameChars may not appear in queue, type or budget names.
@@ -20,16 +21,26 @@ var badNameByte = func() (t [256]bool) {
 
 // CheckName applies the queue/type name rules of SPEC §2.4 and returns the
 // reason a name breaks them ("must not be empty", ...) or "" when it is valid.
+// Names are UTF-8 strings: invalid UTF-8 ("must be valid UTF-8", checked
+// last) is refused too, which matters where a name comes from a path (budget
+// keys) rather than from a body that CheckCanonical already checked.
 func CheckName(name string) string {
 	if name == "" {
 		return "must not be empty"
 	}
-	clean := true
+	clean, ascii := true, true
 	for i := 0; i < len(name); i++ {
-		if badNameByte[name[i]] {
+		c := name[i]
+		if badNameByte[c] {
 			clean = false
 			break
 		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	if clean && !ascii && !utf8.ValidString(name) {
+		return "must be valid UTF-8"
 	}
 	if clean {
 		return ""
@@ -43,6 +54,9 @@ func CheckName(name string) string {
 	}
 	if i := strings.IndexAny(name, reservedNameChars); i >= 0 {
 		return fmt.Sprintf("must not contain '%c' (reserved)", name[i])
+	}
+	if !utf8.ValidString(name) {
+		return "must be valid UTF-8"
 	}
 	return ""
 }
