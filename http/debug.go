@@ -30,8 +30,12 @@ type traceParams struct {
 
 func parseTraceParams(c echo.Context) (traceParams, error) {
 	p := traceParams{buffer: defaultTraceBuffer}
-	for name, values := range c.QueryParams() {
-		v := values[len(values)-1]
+	q, err := protocol.ParseQuery(c.Request().URL.RawQuery)
+	if err != nil {
+		return p, err
+	}
+	for name, values := range q {
+		v := values[0]
 		switch name {
 		case "job":
 			p.filter.Jobs = splitList(v)

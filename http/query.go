@@ -83,7 +83,7 @@ func (a *API) listJobs(c echo.Context) error {
 	if _, err := responseFormat(c); err != nil {
 		return err
 	}
-	f, rest, err := protocol.ParseJobFilter(c.QueryParams(), "from", "order", "limit")
+	f, rest, err := parseJobFilter(c, "from", "order", "limit")
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (a *API) patchJobs(c echo.Context) error {
 	if _, err := responseFormat(c); err != nil {
 		return err
 	}
-	f, _, err := protocol.ParseJobFilter(c.QueryParams())
+	f, _, err := parseJobFilter(c)
 	if err != nil {
 		return err
 	}
@@ -209,11 +209,15 @@ func (a *API) jobErrors(c echo.Context) error {
 	if _, err := responseFormat(c); err != nil {
 		return err
 	}
+	q, err := protocol.ParseQuery(c.Request().URL.RawQuery)
+	if err != nil {
+		return err
+	}
 	rest := make(map[string]string)
-	for name, vals := range c.QueryParams() {
+	for name, vals := range q {
 		switch name {
 		case "from", "order", "limit":
-			rest[name] = vals[len(vals)-1]
+			rest[name] = vals[0]
 		default:
 			return protocol.Invalid("invalid query parameters: unknown field `%s`, expected one of `from`, `order`, `limit`", name)
 		}
@@ -287,7 +291,7 @@ func parseFilterOnly(c echo.Context) (*protocol.JobFilter, error) {
 	if _, err := responseFormat(c); err != nil {
 		return nil, err
 	}
-	f, _, err := protocol.ParseJobFilter(c.QueryParams())
+	f, _, err := parseJobFilter(c)
 	if err != nil {
 		return nil, err
 	}
@@ -295,4 +299,14 @@ func parseFilterOnly(c echo.Context) (*protocol.JobFilter, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// parseJobFilter parses the query string strictly (protocol.ParseQuery)
+// and then as shared job filters plus the extra parameters named.
+func parseJobFilter(c echo.Context, extra ...string) (*protocol.JobFilter, map[string]string, error) {
+	q, err := protocol.ParseQuery(c.Request().URL.RawQuery)
+	if err != nil {
+		return nil, nil, err
+	}
+	return protocol.ParseJobFilter(q, extra...)
 }

@@ -40,8 +40,12 @@ type takeParams struct {
 
 func parseTakeParams(c echo.Context) (takeParams, error) {
 	p := takeParams{prefetch: 1}
-	for name, values := range c.QueryParams() {
-		v := values[len(values)-1]
+	q, err := protocol.ParseQuery(c.Request().URL.RawQuery)
+	if err != nil {
+		return p, err
+	}
+	for name, values := range q {
+		v := values[0]
 		switch name {
 		case "queue":
 			p.queues = splitList(v)
