@@ -80,7 +80,7 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		a.traceBudget(EventBudgetCreated, now)
 	case *actor.Restarting:
 	case *actor.Stopping:
-		a.disarm()
+		a.disarm(now)
 	case *actor.Stopped:
 	case *ReserveRequest:
 		before := a.traceRequested(m.Job, now)
@@ -160,7 +160,7 @@ func (a *budgetActor) syncTimer(ctx actor.Context, now uint64) {
 	if want == a.armedAt {
 		return
 	}
-	a.disarm()
+	a.disarm(now)
 	if want == 0 {
 		return
 	}
@@ -173,11 +173,11 @@ func (a *budgetActor) syncTimer(ctx actor.Context, now uint64) {
 	a.traceTimer(EventTimerArmed, want, now)
 }
 
-func (a *budgetActor) disarm() {
+func (a *budgetActor) disarm(now uint64) {
 	if a.cancelTimer != nil {
 		a.cancelTimer()
 		a.cancelTimer = nil
-		a.traceTimer(EventTimerCancelled, a.armedAt, 0)
+		a.traceTimer(EventTimerCancelled, a.armedAt, now)
 	}
 	a.gen++
 	a.armedAt = 0

@@ -236,7 +236,7 @@ func (a *budgetActor) traceWoken(ids []string, reason string, now uint64) {
 }
 
 // traceTimer emits timer_armed, timer_fired or timer_cancelled with the due
-// time and the head job the timer was armed for.
+// time, the head job the timer was armed for and the pool level at now.
 func (a *budgetActor) traceTimer(kind EventKind, due, now uint64) {
 	if !a.tracer.on() {
 		if kind == EventTimerArmed {
@@ -248,11 +248,8 @@ func (a *budgetActor) traceTimer(kind EventKind, due, now uint64) {
 		a.obs.armedFor, _ = a.core.head()
 	}
 	h := a.obs.armedFor
-	e := Event{Kind: kind, Actor: a.actorName(), JobID: h.ID, Queue: h.Queue, Budget: a.core.key, Cost: h.Cost, DueAt: due}
-	if kind != EventTimerCancelled {
-		e.Tokens = tokensPtr(a.core.tokens(now))
-	}
-	a.tracer.emit(e)
+	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), JobID: h.ID, Queue: h.Queue, Budget: a.core.key, Cost: h.Cost, DueAt: due,
+		Tokens: tokensPtr(a.core.tokens(now))})
 }
 
 // traceBudget emits budget_created or budget_updated with the pool level.

@@ -493,3 +493,21 @@ func TestObserveWhileInFlightWake(t *testing.T) {
 	require.Empty(t, m.Budgets)
 	require.Equal(t, QueueMetrics{Queue: "q", Enqueued: 3, Dispatched: 3, Acked: 3}, m.Queues[0])
 }
+
+// TestObserveTimerEventsCarryThePoolLevel: timer_armed, timer_fired and
+// timer_cancelled all report the pool level at the moment of the event,
+// as every other budget event does.
+func TestObserveTimerEventsCarryThePoolLevel(t *testing.T) {
+	a, _, _, _, _ := obsHooksActor()
+	sub := a.tracer.Subscribe(16)
+	defer sub.Close()
+	a.traceTimer(EventTimerArmed, 1500, 1000)
+	a.traceTimer(EventTimerFired, 1500, 1500)
+	a.traceTimer(EventTimerCancelled, 1500, 1200)
+	for _, kind := range []EventKind{EventTimerArmed, EventTimerFired, EventTimerCancelled} {
+		e := <-sub.C
+		require.Equal(t, kind, e.Kind)
+		require.NotNil(t, e.Tokens, "%s carries no pool level", kind)
+		require.InDelta(t, 10, *e.Tokens, 1e-9, "%s", kind)
+	}
+}
