@@ -19,6 +19,7 @@ var statusOf = map[protocol.Code]int{
 	protocol.CodeUnprocessable: http.StatusUnprocessableEntity,
 	protocol.CodeTooLarge:      http.StatusRequestEntityTooLarge,
 	protocol.CodeUnavailable:   http.StatusServiceUnavailable,
+	protocol.CodeForbidden:     http.StatusForbidden,
 }
 
 // echoErrorText gives the SPEC's texts for errors echo raises itself.
@@ -44,6 +45,12 @@ func (e *notFoundList) Error() string { return "some ids were not in flight" }
 // negotiated format (JSON when the Accept header itself is the problem).
 func (a *API) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
+		return
+	}
+	if cerr := c.Request().Context().Err(); cerr != nil && errors.Is(err, cerr) {
+		// the client went away (connection closed, HTTP/2 stream reset):
+		// no one reads an answer, and it is no fault of the server's
+		a.log.Debug("request cancelled by the client", "err", err, "method", c.Request().Method, "path", c.Request().URL.Path)
 		return
 	}
 	status := http.StatusInternalServerError

@@ -29,6 +29,10 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// WriteTimeout bounds one write to a take stream (default 30 s).
 	WriteTimeout time.Duration
+	// AllowOrigins lists the origins ("https://ui.example:8443", or "*"
+	// for any) whose browsers may send state-changing requests besides
+	// the server's own origin (SPEC §1.5); empty: only the own origin.
+	AllowOrigins []string
 	Logger       *slog.Logger
 }
 
@@ -38,6 +42,7 @@ type API struct {
 	engine   *actors.Engine
 	log      *slog.Logger
 	shutdown chan struct{}
+	origins  originPolicy
 }
 
 // New builds the echo instance with every route.
@@ -54,12 +59,13 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	api := &API{cfg: cfg, engine: engine, log: cfg.Logger.With("component", "http"), shutdown: make(chan struct{})}
+	api := &API{cfg: cfg, engine: engine, log: cfg.Logger.With("component", "http"), shutdown: make(chan struct{}),
+		origins: newOriginPolicy(cfg.AllowOrigins)}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = api.handleError
-	e.Use(api.serverHeader, api.recoverPanics)
+	e.Use(api.serverHeader, api.recoverPanics, api.refuseCrossOrigin)
 
 	e.GET("/health", api.health)
 	e.GET("/version", api.version)

@@ -17,6 +17,7 @@ const (
 	CodeUnprocessable                 // well-formed but impossible against server state (422)
 	CodeTooLarge                      // request body over the size limit (413)
 	CodeUnavailable                   // the server is shutting down (503)
+	CodeForbidden                     // refused by policy, e.g. a cross-origin write (403)
 )
 
 // Error is a domain error with a stable code and the human text that the API
