@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/persistence"
@@ -25,6 +27,13 @@ type serveConfig struct {
 	LogLevel            string
 	LogFormat           string
 	LogDir              string
+	// LogMaxSizeMiB is the size at which <log-dir>/tollgate.log is rotated,
+	// and LogMaxFiles how many rotated files are kept (lumberjack).
+	LogMaxSizeMiB int
+	LogMaxFiles   int
+	// AllowOrigins lists the origins besides the server's own whose
+	// browsers may send state-changing requests (SPEC §1.5).
+	AllowOrigins []string
 	HeartbeatInterval   time.Duration
 	GlobalInFlightLimit int
 	DefaultRetryLimit   uint32
@@ -86,6 +95,37 @@ func (v commitModeValue) Set(s string) error {
 	return nil
 }
 
+// listValue is a flag.Value for a comma list that may also be repeated.
+type listValue struct{ v *[]string }
+
+func (l listValue) String() string {
+	if l.v == nil {
+		return ""
+	}
+	return strings.Join(*l.v, ",")
+}
+
+func (l listValue) Set(s string) error {
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			*l.v = append(*l.v, item)
+		}
+	}
+	return nil
+}
+
+// checkOrigin accepts "*" or an origin: http(s)://host[:port], nothing else.
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(strings.TrimSuffix(o, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+		return errorf("invalid --allow-origin %q: expected scheme://host[:port] or *", o)
+	}
+	return nil
+}
+
 type uint32Value struct{ v *uint32 }
 
 func (u uint32Value) String() string {
@@ -129,6 +169,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		DefaultCommitMode:   persistence.Buffered,
 		MaxBudgets:          8192,
 		GCHeadroomMiB:       128,
+		LogMaxSizeMiB:       100,
+		LogMaxFiles:         5,
 	}
 	enqueueMode := persistence.CommitMode("")
 	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
@@ -158,6 +200,12 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("pprof-addr", "TOLLGATE_PPROF_ADDR", "serve /debug/pprof/ on this address, e.g. 127.0.0.1:6060 (diagnostics)")
 	fs.StringVar(&cfg.LogDir, "log-dir", "", "")
 	def("log-dir", "TOLLGATE_LOG_DIR", "write logs to <dir>/tollgate.log instead of stdout")
+	fs.IntVar(&cfg.LogMaxSizeMiB, "log-max-size", cfg.LogMaxSizeMiB, "")
+	def("log-max-size", "TOLLGATE_LOG_MAX_SIZE", "with --log-dir: rotate tollgate.log when it reaches this many MiB")
+	fs.IntVar(&cfg.LogMaxFiles, "log-max-files", cfg.LogMaxFiles, "")
+	def("log-max-files", "TOLLGATE_LOG_MAX_FILES", "with --log-dir: rotated log files kept (older ones are deleted)")
+	fs.Var(listValue{&cfg.AllowOrigins}, "allow-origin", "")
+	def("allow-origin", "TOLLGATE_ALLOW_ORIGIN", "origins (comma list, or repeat the flag; * = any) whose web pages may send POST/PUT/PATCH/DELETE besides the server's own")
 	fs.Var(durationValue{&cfg.HeartbeatInterval}, "heartbeat-interval", "")
 	def("heartbeat-interval", "TOLLGATE_HEARTBEAT_INTERVAL", "idle time before a take-stream heartbeat")
 	fs.IntVar(&cfg.GlobalInFlightLimit, "global-in-flight-limit", cfg.GlobalInFlightLimit, "")
@@ -237,6 +285,15 @@ func (c *serveConfig) validate() error {
 		return errorf("invalid --heartbeat-interval: must be positive")
 	case c.ReaperInterval <= 0:
 		return errorf("invalid --reaper-check-interval: must be positive")
+	case c.LogMaxSizeMiB < 1:
+		return errorf("invalid --log-max-size %d: must be at least 1 (MiB)", c.LogMaxSizeMiB)
+	case c.LogMaxFiles < 1:
+		return errorf("invalid --log-max-files %d: must be at least 1", c.LogMaxFiles)
+	}
+	for _, o := range c.AllowOrigins {
+		if err := checkOrigin(o); err != nil {
+			return err
+		}
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err

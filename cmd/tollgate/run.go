@@ -21,6 +21,7 @@ import (
 
 	"github.com/lmittmann/tint"
 	"golang.org/x/term"
+	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/tollgate/tollgate/actors"
 	httpapi "github.com/tollgate/tollgate/http"
@@ -89,11 +90,16 @@ func newLogger(cfg *serveConfig, stdout io.Writer) (*slog.Logger, io.Closer, err
 		if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 			return nil, nil, fmt.Errorf("log dir: %w", err)
 		}
-		f, err := os.OpenFile(filepath.Join(cfg.LogDir, "tollgate.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		// open it now, so that a directory we cannot write is reported at
+		// start rather than lost with the first log line
+		path := filepath.Join(cfg.LogDir, "tollgate.log")
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
 			return nil, nil, fmt.Errorf("log dir: %w", err)
 		}
-		w, closer = f, f
+		_ = f.Close()
+		rot := &lumberjack.Logger{Filename: path, MaxSize: cfg.LogMaxSizeMiB, MaxBackups: cfg.LogMaxFiles}
+		w, closer = rot, rot
 	}
 	format := cfg.LogFormat
 	if format == "auto" {
@@ -118,6 +124,12 @@ func newLogger(cfg *serveConfig, stdout io.Writer) (*slog.Logger, io.Closer, err
 // take streams end (their jobs return to ready), HTTP stops, actors stop,
 // the store commits what is pending and closes.
 func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
+	// a bad certificate, key or CA is a start-up error: reported (exit 1)
+	// before anything is opened or logged as listening
+	tlsConfig, err := loadTLS(cfg)
+	if err != nil {
+		return err
+	}
 	log, closer, err := newLogger(cfg, stdout)
 	if err != nil {
 		return err
@@ -172,25 +184,15 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	}
 	defer engine.Stop()
 
-	e, api := httpapi.New(httpapi.Config{Version: Version, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log}, engine)
+	e, api := httpapi.New(httpapi.Config{Version: Version, HeartbeatInterval: cfg.HeartbeatInterval, AllowOrigins: cfg.AllowOrigins, Logger: log}, engine)
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	scheme := "http"
-	if cfg.TLSCert != "" {
+	if tlsConfig != nil {
 		scheme = "https"
 		srv.Protocols.SetHTTP2(true)
-		if cfg.TLSClientCA != "" {
-			pem, err := os.ReadFile(cfg.TLSClientCA)
-			if err != nil {
-				return fmt.Errorf("tls client ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return fmt.Errorf("tls client ca: no certificates in %s", cfg.TLSClientCA)
-			}
-			srv.TLSConfig = &tls.Config{ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-		}
+		srv.TLSConfig = tlsConfig
 	} else {
 		srv.Protocols.SetUnencryptedHTTP2(true)
 	}
@@ -206,8 +208,8 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 
 	errc := make(chan error, 1)
 	go func() {
-		if cfg.TLSCert != "" {
-			errc <- srv.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
+		if tlsConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "") // the certificate is in TLSConfig
 		} else {
 			errc <- srv.Serve(ln)
 		}
@@ -230,6 +232,31 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// loadTLS reads the certificate, key and client CA of cfg (nil without
+// TLS flags), so that a bad one stops the start with one clear line.
+func loadTLS(cfg *serveConfig) (*tls.Config, error) {
+	if cfg.TLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca: no certificates in %s", cfg.TLSClientCA)
+		}
+		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return c, nil
 }
 
 // startCPUProfile profiles the process into path until stop is called.
