@@ -27,13 +27,6 @@ type serveConfig struct {
 	LogLevel            string
 	LogFormat           string
 	LogDir              string
-	// LogMaxSizeMiB is the size at which <log-dir>/tollgate.log is rotated,
-	// and LogMaxFiles how many rotated files are kept (lumberjack).
-	LogMaxSizeMiB int
-	LogMaxFiles   int
-	// AllowOrigins lists the origins besides the server's own whose
-	// browsers may send state-changing requests (SPEC §1.5).
-	AllowOrigins []string
 	HeartbeatInterval   time.Duration
 	GlobalInFlightLimit int
 	DefaultRetryLimit   uint32
@@ -55,6 +48,13 @@ type serveConfig struct {
 	// PprofAddr, when set, serves net/http/pprof on its own listener
 	// (diagnostics; keep it on loopback).
 	PprofAddr string
+	// LogMaxSizeMiB is the size at which <log-dir>/tollgate.log is rotated,
+	// and LogMaxFiles how many rotated files are kept (lumberjack).
+	LogMaxSizeMiB int
+	LogMaxFiles   int
+	// AllowOrigins lists the origins besides the server's own whose
+	// browsers may send state-changing requests (SPEC §1.5).
+	AllowOrigins []string
 }
 
 // durationValue is a flag.Value for SPEC §9 durations.
