@@ -1,0 +1,82 @@
+package main
+
+// The msgpack poison of issue 12 (defect 3): a value JSON can carry but
+// msgpack cannot (1e400, an integer beyond 64 bits, a lone surrogate,
+// invalid UTF-8, a repeated key) used to be stored with 201, after which a
+// msgpack GET and a msgpack listing answered 500 and a msgpack take stream
+// with prefetch 1 stalled on it forever. SPEC §1.3's canonical limits
+// refuse such values at the door, so every stored value reads back the
+// same in both formats.
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
+)
+
+func TestFaultPoisonValuesRefused(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, coreHeartbeatFlag, coreHeartbeat)
+	const q = "poison"
+
+	// the poison, in every way it could come in
+	for _, c := range []struct {
+		path, body, want string
+	}{
+		{"/jobs", `{"type":"t","queue":"poison","payload":{"x":1e400}}`, "invalid JSON: number 1e400 out of range"},
+		{"/jobs", `{"type":"t","queue":"poison","payload":[-1e999]}`, "invalid JSON: number -1e999 out of range"},
+		{"/jobs", `{"type":"t","queue":"poison","payload":{"n":18446744073709551616}}`, "invalid JSON: number 18446744073709551616 out of range"},
+		{"/jobs", `{"type":"t","queue":"poison","payload":{"n":-9223372036854775809}}`, "invalid JSON: number -9223372036854775809 out of range"},
+		{"/jobs", `{"type":"t","queue":"poison","payload":{"s":"\ud800"}}`, "invalid JSON: invalid UTF-8 in payload.s"},
+		{"/jobs", "{\"type\":\"t\",\"queue\":\"poison\",\"payload\":{\"s\":\"\xff\"}}", "invalid JSON: invalid UTF-8 in payload.s"},
+		{"/jobs", `{"type":"t","queue":"poison","payload":{"a":1,"a":2}}`, `invalid JSON: duplicate key "a" in payload`},
+		{"/jobs/bulk", `{"jobs":[{"type":"t","queue":"poison","payload":1},{"type":"t","queue":"poison","payload":{"x":1e400}}]}`,
+			"invalid JSON: number 1e400 out of range"},
+		{"/jobs/bulk", `{"jobs":[{"type":"t","queue":"poison","payload":1},{"type":"t","queue":"poison","payload":["\udc00"]}]}`,
+			"invalid JSON: invalid UTF-8 in jobs[1].payload[0]"},
+	} {
+		r := coreRequest(t, nil, s.URL, http.MethodPost, c.path, []byte(c.body), map[string]string{"Content-Type": coreCTJSON})
+		coreRequireError(t, r, http.StatusBadRequest, c.want)
+	}
+	bad, err := msgpack.Marshal(map[string]any{"type": "t", "queue": q, "payload": map[string]any{"s": "\xff\xfe"}})
+	require.NoError(t, err)
+	r := coreRequest(t, nil, s.URL, http.MethodPost, "/jobs", bad, map[string]string{"Content-Type": coreCTMsgpack, "Accept": coreCTMsgpack})
+	coreRequireError(t, r, http.StatusBadRequest, "invalid MessagePack: invalid UTF-8 in payload.s")
+	require.EqualValues(t, 0, queryCount(t, s.URL, ""), "a refused value was stored")
+
+	// values at the edges of the model are stored and read back alike
+	edge := []byte(`{"type":"t","queue":"poison","payload":{"max":18446744073709551615,"min":-9223372036854775808,` +
+		`"big":1.7976931348623157e308,"tiny":5e-324,"neg":-0.5,"e":"\ud83d\ude00 \u00e9","nested":[{"a":[]},{}]}}`)
+	r = coreRequest(t, nil, s.URL, http.MethodPost, "/jobs", edge, map[string]string{"Content-Type": coreCTJSON})
+	coreRequireStatus(t, r, http.StatusCreated)
+	first := r.Job(t)
+	second := coreEnqueue(t, s.URL, coreSimpleJob(q, map[string]any{"healthy": true}))
+
+	readBack := map[string]any{} // canonical payloads, by job id
+	for _, id := range []string{first.ID, second.ID} {
+		js := coreDoJSON(t, s.URL, http.MethodGet, "/jobs/"+id, nil)
+		mp := coreDoMsgpack(t, s.URL, http.MethodGet, "/jobs/"+id, nil)
+		coreRequireStatus(t, js, http.StatusOK)
+		coreRequireStatus(t, mp, http.StatusOK)
+		readBack[id] = coreCanon(t, js.Job(t).Payload)
+		require.NotNil(t, readBack[id])
+		require.Equal(t, readBack[id], coreCanon(t, mp.Job(t).Payload), "job %s reads back differently", id)
+	}
+	for _, f := range coreFormats {
+		r := coreCall(t, s.URL, f, http.MethodGet, "/jobs?queue="+q, nil)
+		coreRequireStatus(t, r, http.StatusOK)
+	}
+
+	// a msgpack worker with prefetch 1 gets both jobs, in order
+	st := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=" + q + "&prefetch=1", Accept: coreAcceptMsgpack})
+	got := st.NextJob(t, 10*time.Second)
+	require.Equal(t, first.ID, got.ID)
+	require.Equal(t, readBack[first.ID], coreCanon(t, got.Payload), "the stream frame differs from the JSON read-back")
+	coreAck(t, s.URL, got.ID)
+	require.Equal(t, second.ID, st.NextJob(t, 10*time.Second).ID, "the healthy job behind it was not delivered")
+}
