@@ -152,9 +152,13 @@ func badJSONCases(t *testing.T, r badBodyRoute, oversized bool) []badCase {
 
 func badMsgpackCases(t *testing.T, r badBodyRoute) []badCase {
 	valid := badMsgpackObject(t, r.valid)
-	invalid := func(prefix string) badWant { return badWant{http.StatusBadRequest, "invalid MessagePack: " + prefix, true} }
+	invalid := func(prefix string) badWant {
+		return badWant{http.StatusBadRequest, "invalid MessagePack: " + prefix, true}
+	}
 	exact := func(text string) badWant { return badWant{http.StatusBadRequest, text, false} }
-	str := func(s string) func(e *msgpack.Encoder) error { return func(e *msgpack.Encoder) error { return e.EncodeString(s) } }
+	str := func(s string) func(e *msgpack.Encoder) error {
+		return func(e *msgpack.Encoder) error { return e.EncodeString(s) }
+	}
 	arr, _ := msgpack.Marshal([]int{1, 2})
 	return []badCase{
 		{"msgpack empty", coreCTMsgpack, []byte{}, invalid("")},
