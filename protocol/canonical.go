@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,47 +26,69 @@ import (
 // API wraps as "invalid JSON: <text>": "number 1e400 out of range",
 // "invalid UTF-8 in payload.name", `duplicate key "a" in payload`.
 func CheckCanonical(js []byte, field string) error {
+	// The first pass keeps no path and allocates nothing on the usual
+	// values; only a value that breaks a rule is walked again to name the
+	// field in the error.
 	c := canonicalChecker{s: js}
-	root := canonicalPath{name: field, index: -1}
+	if c.check() == nil {
+		return nil
+	}
+	c = canonicalChecker{s: js, track: true, field: field}
+	return c.check()
+}
+
+// canonicalChecker walks one JSON value from s[i:].
+type canonicalChecker struct {
+	s []byte
+	i int
+	// track keeps the path to the current value, for error texts
+	track bool
+	field string
+	path  []pathStep
+}
+
+// pathStep is an object key or (key == nil) an array index.
+type pathStep struct {
+	key   []byte
+	index int
+}
+
+// errCanonical is the first pass's answer; the second pass words it.
+var errCanonical = errors.New("canonical limits broken")
+
+func (c *canonicalChecker) check() error {
 	c.space()
-	if err := c.value(&root); err != nil {
+	if err := c.value(); err != nil {
 		return err
 	}
 	c.space()
 	if c.i != len(c.s) {
-		return errors.New("trailing characters")
+		return c.fail("trailing characters")
 	}
 	return nil
 }
 
-// canonicalPath is one step of the path to the value being checked; the
-// path is only rendered into a string when an error names it.
-type canonicalPath struct {
-	parent *canonicalPath
-	name   string // an object key (or the root field)
-	index  int    // an array index, or -1
+// fail returns the error of a broken rule: errCanonical in the first pass,
+// the text with %s replaced by the path in the second.
+func (c *canonicalChecker) fail(format string, args ...any) error {
+	if !c.track {
+		return errCanonical
+	}
+	return fmt.Errorf(format, append(args, c.pathString())...)
 }
 
-func (p *canonicalPath) String() string {
-	if p == nil {
-		return ""
-	}
-	var parts []*canonicalPath
-	for q := p; q != nil; q = q.parent {
-		parts = append(parts, q)
-	}
+func (c *canonicalChecker) pathString() string {
 	var b strings.Builder
-	for i := len(parts) - 1; i >= 0; i-- {
-		q := parts[i]
-		switch {
-		case q.index >= 0:
-			fmt.Fprintf(&b, "[%d]", q.index)
-		case q.name != "":
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(q.name)
+	b.WriteString(c.field)
+	for _, p := range c.path {
+		if p.key == nil {
+			fmt.Fprintf(&b, "[%d]", p.index)
+			continue
 		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.Write(p.key)
 	}
 	if b.Len() == 0 {
 		return "body"
@@ -73,10 +96,16 @@ func (p *canonicalPath) String() string {
 	return b.String()
 }
 
-// canonicalChecker walks one JSON value from s[i:].
-type canonicalChecker struct {
-	s []byte
-	i int
+func (c *canonicalChecker) push(key []byte, index int) {
+	if c.track {
+		c.path = append(c.path, pathStep{key: key, index: index})
+	}
+}
+
+func (c *canonicalChecker) pop() {
+	if c.track {
+		c.path = c.path[:len(c.path)-1]
+	}
 }
 
 func (c *canonicalChecker) space() {
@@ -92,17 +121,17 @@ func (c *canonicalChecker) space() {
 
 var errCanonicalSyntax = errors.New("malformed value")
 
-func (c *canonicalChecker) value(at *canonicalPath) error {
+func (c *canonicalChecker) value() error {
 	if c.i >= len(c.s) {
 		return errCanonicalSyntax
 	}
 	switch ch := c.s[c.i]; {
 	case ch == '{':
-		return c.object(at)
+		return c.object()
 	case ch == '[':
-		return c.array(at)
+		return c.array()
 	case ch == '"':
-		_, err := c.str(at)
+		_, err := c.str()
 		return err
 	case ch == '-' || (ch >= '0' && ch <= '9'):
 		return c.number()
@@ -119,9 +148,9 @@ func (c *canonicalChecker) value(at *canonicalPath) error {
 // to find repeats.
 const smallObject = 16
 
-func (c *canonicalChecker) object(at *canonicalPath) error {
+func (c *canonicalChecker) object() error {
 	c.i++ // {
-	var small [smallObject]string
+	var small [smallObject][]byte
 	keys := small[:0]
 	var seen map[string]struct{}
 	for {
@@ -130,23 +159,23 @@ func (c *canonicalChecker) object(at *canonicalPath) error {
 			c.i++
 			return nil
 		}
-		key, err := c.str(at)
+		key, err := c.str()
 		if err != nil {
 			return err
 		}
 		if seen == nil && len(keys) == smallObject {
 			seen = make(map[string]struct{}, 2*smallObject)
 			for _, k := range keys {
-				seen[k] = struct{}{}
+				seen[string(k)] = struct{}{}
 			}
 		}
 		dup := false
 		if seen != nil {
-			_, dup = seen[key]
-			seen[key] = struct{}{}
+			_, dup = seen[string(key)]
+			seen[string(key)] = struct{}{}
 		} else {
 			for _, k := range keys {
-				if k == key {
+				if bytes.Equal(k, key) {
 					dup = true
 					break
 				}
@@ -154,7 +183,7 @@ func (c *canonicalChecker) object(at *canonicalPath) error {
 			keys = append(keys, key)
 		}
 		if dup {
-			return fmt.Errorf("duplicate key %q in %s", key, at)
+			return c.fail("duplicate key %q in %s", key)
 		}
 		c.space()
 		if c.i >= len(c.s) || c.s[c.i] != ':' {
@@ -162,9 +191,11 @@ func (c *canonicalChecker) object(at *canonicalPath) error {
 		}
 		c.i++
 		c.space()
-		if err := c.value(&canonicalPath{parent: at, name: key, index: -1}); err != nil {
+		c.push(key, -1)
+		if err := c.value(); err != nil {
 			return err
 		}
+		c.pop()
 		c.space()
 		if c.i < len(c.s) && c.s[c.i] == ',' {
 			c.i++
@@ -172,7 +203,7 @@ func (c *canonicalChecker) object(at *canonicalPath) error {
 	}
 }
 
-func (c *canonicalChecker) array(at *canonicalPath) error {
+func (c *canonicalChecker) array() error {
 	c.i++ // [
 	for n := 0; ; n++ {
 		c.space()
@@ -180,9 +211,11 @@ func (c *canonicalChecker) array(at *canonicalPath) error {
 			c.i++
 			return nil
 		}
-		if err := c.value(&canonicalPath{parent: at, index: n}); err != nil {
+		c.push(nil, n)
+		if err := c.value(); err != nil {
 			return err
 		}
+		c.pop()
 		c.space()
 		if c.i < len(c.s) && c.s[c.i] == ',' {
 			c.i++
@@ -191,44 +224,48 @@ func (c *canonicalChecker) array(at *canonicalPath) error {
 }
 
 // str checks one string at s[i] and returns its contents: a slice of the
-// input when it has no escapes, otherwise the decoded text.
-func (c *canonicalChecker) str(at *canonicalPath) (string, error) {
+// input when it has no escapes, otherwise the decoded text. A key's
+// invalid UTF-8 is reported against the object holding it.
+func (c *canonicalChecker) str() ([]byte, error) {
 	if c.i >= len(c.s) || c.s[c.i] != '"' {
-		return "", errCanonicalSyntax
+		return nil, errCanonicalSyntax
 	}
 	start := c.i + 1
 	escaped := false
 	for i := start; i < len(c.s); {
+		if !strSpecial[c.s[i]] { // the usual case: plain ASCII
+			i++
+			continue
+		}
 		switch b := c.s[i]; {
 		case b == '"':
 			c.i = i + 1
-			raw := c.s[start:i]
 			if !escaped {
-				return string(raw), nil
+				return c.s[start:i], nil
 			}
 			var out string
 			if err := json.Unmarshal(c.s[start-1:i+1], &out); err != nil {
-				return "", errCanonicalSyntax
+				return nil, errCanonicalSyntax
 			}
-			return out, nil
+			return []byte(out), nil
 		case b == '\\':
 			escaped = true
 			if i+1 < len(c.s) && c.s[i+1] == 'u' {
 				r, ok := hex4(c.s, i+2)
 				if !ok {
-					return "", errCanonicalSyntax
+					return nil, errCanonicalSyntax
 				}
 				i += 6
 				switch {
 				case r >= 0xDC00 && r <= 0xDFFF: // a low surrogate first
-					return "", fmt.Errorf("invalid UTF-8 in %s", at)
+					return nil, c.fail("invalid UTF-8 in %s")
 				case r >= 0xD800 && r <= 0xDBFF: // must be followed by a low one
 					lo, ok := rune(0), false
 					if i+1 < len(c.s) && c.s[i] == '\\' && c.s[i+1] == 'u' {
 						lo, ok = hex4(c.s, i+2)
 					}
 					if !ok || lo < 0xDC00 || lo > 0xDFFF {
-						return "", fmt.Errorf("invalid UTF-8 in %s", at)
+						return nil, c.fail("invalid UTF-8 in %s")
 					}
 					i += 6
 				}
@@ -240,13 +277,23 @@ func (c *canonicalChecker) str(at *canonicalPath) (string, error) {
 		default:
 			r, size := utf8.DecodeRune(c.s[i:])
 			if r == utf8.RuneError && size <= 1 {
-				return "", fmt.Errorf("invalid UTF-8 in %s", at)
+				return nil, c.fail("invalid UTF-8 in %s")
 			}
 			i += size
 		}
 	}
-	return "", errCanonicalSyntax
+	return nil, errCanonicalSyntax
 }
+
+// strSpecial marks the bytes a string scan must look at: the closing quote,
+// escapes and the bytes of multi-byte UTF-8 sequences.
+var strSpecial = func() (t [256]bool) {
+	t['"'], t['\\'] = true, true
+	for b := utf8.RuneSelf; b < 256; b++ {
+		t[b] = true
+	}
+	return t
+}()
 
 // hex4 reads four hex digits at s[i:].
 func hex4(s []byte, i int) (rune, bool) {
@@ -302,13 +349,23 @@ done:
 		} else if _, err := strconv.ParseUint(string(lit), 10, 64); err == nil {
 			return nil
 		}
-		return fmt.Errorf("number %s out of range", shortLiteral(lit))
+		return c.failNumber(lit)
+	}
+	if len(lit) < 300 && bytes.IndexAny(lit, "eE") < 0 {
+		return nil // no exponent: at most 299 digits, below float64's range
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil && (math.IsInf(f, 0) || !errors.Is(err, strconv.ErrRange)) {
-		return fmt.Errorf("number %s out of range", shortLiteral(lit))
+		return c.failNumber(lit)
 	}
 	return nil
+}
+
+func (c *canonicalChecker) failNumber(lit []byte) error {
+	if !c.track {
+		return errCanonical
+	}
+	return fmt.Errorf("number %s out of range", shortLiteral(lit))
 }
 
 // shortLiteral cuts a long number literal for an error text.
