@@ -69,9 +69,7 @@ func TestCanonicalLimitsJSON(t *testing.T) {
 			var v any = new(EnqueueRequest)
 			if bulk {
 				body = `{"jobs":[{"type":"t","queue":"q","payload":1},` + body + `]}`
-				want = strings.Replace(want, "in body", "in jobs[1]", 1)
-				want = strings.Replace(want, " in ", " in jobs[1].", 1)
-				want = strings.Replace(want, "jobs[1].jobs[1]", "jobs[1]", 1)
+				want = inSecondBulkJob(want)
 				v = new(BulkEnqueueRequest)
 			}
 			err := Decode(JSON, []byte(body), v)
@@ -90,6 +88,20 @@ func TestCanonicalLimitsJSON(t *testing.T) {
 			t.Errorf("%s: %v", body, err)
 		}
 	}
+}
+
+// inSecondBulkJob rewrites the field an error names ("in payload.s") as
+// the field of the second job of a bulk ("in jobs[1].payload.s").
+func inSecondBulkJob(want string) string {
+	i := strings.LastIndex(want, " in ")
+	if i < 0 {
+		return want // numbers out of range name no field
+	}
+	path := want[i+len(" in "):]
+	if path == "body" {
+		return want[:i] + " in jobs[1]"
+	}
+	return want[:i] + " in jobs[1]." + path
 }
 
 // TestCanonicalLimitsMsgpack: msgpack bodies meet the same rules, with the
