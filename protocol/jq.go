@@ -75,8 +75,8 @@ def _divide($a; $b): _tollgate_divide($a; $b; ` + runVar + `);
 def pick(f): . as $v | reduce path(f) as $p (null; setpath($p; $v | getpath($p)));
 def fromstream(f): foreach f as $pv (null; if .e then null end | $pv as [$p, $v] | if $pv | length == 2 then setpath(["v"] + $p; $v) | setpath(["e"]; $p | length == 0) else setpath(["e"]; $p | length == 1) end; if .e then .v else empty end);
 def join($x): _tollgate_join($x; ` + runVar + `);
-def add: reduce .[] as $x (null; _tollgate_add(.; $x; ` + runVar + `));
-def add(f): reduce f as $x (null; _tollgate_add(.; $x; ` + runVar + `));
+def add: _tollgate_addall(` + runVar + `);
+def add(f): [f] | add;
 def split($s): _tollgate_split($s; ` + runVar + `);
 def explode: _tollgate_explode(` + runVar + `);
 .`
@@ -305,6 +305,7 @@ var jqGuards = []gojq.CompilerOption{
 	guard("_tollgate_divide", 2, "$a / $b", func(_ any, a []any) int64 { return splitSize(a[0], a[1]) }),
 	guard("_tollgate_split", 1, "split($a)", func(v any, a []any) int64 { return splitSize(v, a[0]) }),
 	guard("_tollgate_join", 1, "join($a)", joinSize),
+	guard("_tollgate_addall", 0, "add", func(v any, _ []any) int64 { return addAllSize(v) }),
 	guard("_tollgate_explode", 0, "explode", func(v any, _ []any) int64 {
 		if s, ok := v.(string); ok {
 			return int64(utf8.RuneCountInString(s)+1) * 16
@@ -409,6 +410,34 @@ func multiplySize(a, b any) int64 {
 		}
 	}
 	return 0
+}
+
+// addAllSize is the size of add over an array's (or object's) values: the
+// strings, arrays and objects among them are concatenated.
+func addAllSize(v any) int64 {
+	var n int64
+	add := func(e any) bool {
+		switch e.(type) {
+		case string, []any, map[string]any:
+			n += jqSize(e, sizeLimit-n)
+		}
+		return n <= sizeLimit
+	}
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			if !add(e) {
+				break
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if !add(e) {
+				break
+			}
+		}
+	}
+	return n
 }
 
 // splitSize is the size of s split at sep: its pieces, each a string.

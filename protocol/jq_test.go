@@ -60,6 +60,10 @@ func TestJQBoundedAnswersLikePlainJQ(t *testing.T) {
 		`.big + 1`, `.a - 1`, `10 % 3`, `.a == 1 and .b > 2`, `to_entries | length`, `with_entries(.value |= tostring) | keys`,
 		`reduce .arr[] as $x (0; . + $x)`, `[limit(3; repeat(1))]`, `.s | sub(","; ";")`, `.s | gsub(","; ";")`, `"abc" | ascii_upcase`,
 		`{} + null`, `null + 1`, `"a" + null`, `[1] - [1]`, `.o + {"z":1}`, `.s / .a`, `1 / 0`, `{} * 2`, `[] * 2`,
+		`null | add`, `.o | add`, `"abc" | add`, `add(empty)`, `[[1], [2]] | add`, `path(.a)`, `[paths]`, `del(.arr[0])`, `to_entries[0]`,
+		`.arr | .[1:] = ["z"]`, `.arr[-1] = 0`, `try error("x") catch .`, `[.arr[] as $x | $x * $x]`, `"\(1,2)-\(3,4)"`, `@text "a\(.a)"`,
+		`.s | split(",";null)`, `.s | splits(",")`, `.s | ascii_downcase | explode | implode`, `[.arr[] | tostring] | join(",")`,
+		`{"a":{"b":1}} * {"a":{"c":2}}`, `"x" * 1.5`, `"x" * 0.5`, `.arr | .[1] += 5`, `getpath(["o","k","d"])`, `setpath([]; 1)`,
 	} {
 		want, wantErr := plainAll(t, src, input)
 		got, err := runAll(t, src, input, time.Second)
@@ -99,6 +103,7 @@ var hostilePrograms = []struct {
 	{"large array by update", `.[400000000] |= 1`, ErrJQTooLarge, true},
 	{"large array by pick", `pick(.[400000000])`, ErrJQTooLarge, true},
 	{"join of a long separator", `[range(1000)] | join("x" * 4000000)`, errStopped, true},
+	{"add of long strings", `[range(100) | "x" * 100000] | add`, errStopped, true},
 	{"many values under the bound", `[range(100) | "x" * 4000000 + "\(.)"] | length`, errStopped, true},
 	{"explode of a long string", `"x" * 8000000 | explode | length`, errStopped, true},
 	{"split into characters", `"x" * 8000000 | split("") | length`, errStopped, true},
