@@ -3,7 +3,6 @@ package actors
 import (
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -168,8 +167,7 @@ func (a *budgetActor) syncTimer(ctx actor.Context, now uint64) {
 	a.armedAt = want
 	// now is truncated to the millisecond: measure the delay from the
 	// clock itself so the timer does not fire up to 1 ms late
-	delay := max(0, time.UnixMilli(int64(want)).Sub(a.clock.Now()))
-	a.cancelTimer = a.timers.SendOnce(delay, ctx.Self(), &budgetWake{gen: a.gen})
+	a.cancelTimer = a.timers.SendOnce(delayUntil(want, a.clock.Now()), ctx.Self(), &budgetWake{gen: a.gen})
 	a.traceTimer(EventTimerArmed, want, now)
 }
 

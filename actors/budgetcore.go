@@ -306,11 +306,7 @@ func (b *budgetCore) setTimer(free float64) {
 			need = capacity - b.level
 		}
 	}
-	wait := uint64(math.Ceil(need/b.rate() - tokenEpsilon))
-	b.wakeAt = b.at + wait
-	if b.wakeAt <= b.at {
-		b.wakeAt = b.at + 1
-	}
+	b.wakeAt = addMs(b.at, max(1, ceilMs(need/b.rate()-tokenEpsilon)))
 }
 
 // tokens is the pool level now: time_based settled level minus holds, or

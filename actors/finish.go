@@ -56,7 +56,7 @@ func (e *queueCore) finish(now uint64, en *entry, retention uint64, batch *persi
 	if completed {
 		j.CompletedAt = now
 	}
-	j.PurgeAt = now + retention
+	j.PurgeAt = addMs(now, retention)
 	e.putRecord(en, batch)
 	e.addTerminal(j, en.grp)
 }
@@ -121,7 +121,7 @@ func (e *queueCore) fail(now uint64, m *FailJob, reply func(any)) {
 		if m.Req.RetryAt != nil {
 			j.ReadyAt = *m.Req.RetryAt
 		} else {
-			j.ReadyAt = now + e.backoff(j)
+			j.ReadyAt = addMs(now, e.backoff(j))
 		}
 		j.Status = protocol.StatusScheduled
 		batch.PutError(j.ID, rec)
@@ -145,10 +145,7 @@ func (e *queueCore) backoff(j *protocol.Job) uint64 {
 	}
 	a := float64(j.Attempts)
 	d := math.Pow(a, b.Exponent)*1000 + float64(b.BaseMs) + e.cfg.Random()*float64(b.JitterMs)*a
-	if d > float64(math.MaxInt64/2) || math.IsNaN(d) {
-		d = float64(math.MaxInt64 / 2)
-	}
-	return uint64(math.Floor(d))
+	return ceilMs(math.Floor(d)) // +Inf (a huge exponent) saturates
 }
 
 // ---------------------------------------------------------------- deletes

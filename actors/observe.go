@@ -13,7 +13,6 @@ package actors
 
 import (
 	"context"
-	"math"
 	"sort"
 	"time"
 
@@ -296,7 +295,7 @@ func (a *budgetActor) affordableAt(need, free float64, now uint64) uint64 {
 	if free+tokenEpsilon >= need {
 		return now
 	}
-	return now + uint64(math.Ceil((need-free)/a.core.rate()-tokenEpsilon))
+	return addMs(now, ceilMs((need-free)/a.core.rate()-tokenEpsilon))
 }
 
 // observeState adds to a state snapshot what only observation needs.

@@ -38,6 +38,7 @@ type obsTimers struct {
 
 type obsTimer struct {
 	due       uint64
+	delay     time.Duration
 	pid       *actor.PID
 	msg       any
 	cancelled bool
@@ -46,7 +47,7 @@ type obsTimer struct {
 func (f *obsTimers) SendOnce(delay time.Duration, pid *actor.PID, msg any) func() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := &obsTimer{due: f.clock.nowMs() + uint64(delay/time.Millisecond), pid: pid, msg: msg}
+	t := &obsTimer{due: f.clock.nowMs() + uint64(max(0, delay)/time.Millisecond), delay: delay, pid: pid, msg: msg}
 	f.armed = append(f.armed, t)
 	return func() {
 		f.mu.Lock()

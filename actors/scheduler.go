@@ -3,7 +3,6 @@ package actors
 import (
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/btree"
@@ -115,14 +114,9 @@ func (a *schedulerActor) rearm(ctx actor.Context) {
 		return
 	}
 	a.disarm()
-	now := millis(a.clock.Now())
-	var delay time.Duration
-	if it.readyAt > now {
-		delay = time.Duration(it.readyAt-now) * time.Millisecond
-	}
 	a.gen++
 	a.armedAt = it.readyAt
-	a.cancel = a.timers.SendOnce(delay, ctx.Self(), &schedulerTick{gen: a.gen})
+	a.cancel = a.timers.SendOnce(delayUntil(it.readyAt, a.clock.Now()), ctx.Self(), &schedulerTick{gen: a.gen})
 }
 
 func (a *schedulerActor) disarm() {

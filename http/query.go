@@ -102,6 +102,7 @@ func (a *API) listJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	filterErrorsHeader(c, f)
 	resp := &jobsPage{Jobs: jobs, Pages: pages{Self: jobsLink(from, pp.desc, pp.limit, f)}}
 	if more {
 		next := jobsLink(jobs[len(jobs)-1].ID, pp.desc, pp.limit, f)
@@ -123,6 +124,7 @@ func (a *API) countJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	filterErrorsHeader(c, f)
 	return a.reply(c, http.StatusOK, map[string]uint64{"count": n})
 }
 
@@ -135,6 +137,7 @@ func (a *API) deleteJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	filterErrorsHeader(c, f)
 	return a.reply(c, http.StatusOK, map[string]int{"deleted": n})
 }
 
@@ -202,6 +205,7 @@ func (a *API) patchJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	filterErrorsHeader(c, f)
 	return a.reply(c, http.StatusOK, map[string]int{"patched": n})
 }
 
@@ -309,4 +313,13 @@ func parseJobFilter(c echo.Context, extra ...string) (*protocol.JobFilter, map[s
 		return nil, nil, err
 	}
 	return protocol.ParseJobFilter(q, extra...)
+}
+
+// filterErrorsHeader sets Tollgate-Filter-Errors to the number of jobs on
+// which the jq filter was stopped by a bound (SPEC §6.1), when there were
+// any.
+func filterErrorsHeader(c echo.Context, f *protocol.JobFilter) {
+	if n := f.BoundedErrors(); n > 0 {
+		c.Response().Header().Set("Tollgate-Filter-Errors", strconv.FormatInt(n, 10))
+	}
 }

@@ -90,6 +90,7 @@ func (a *API) rebindBulkReply(c echo.Context, f *protocol.JobFilter, op actors.R
 	if err != nil {
 		return err
 	}
+	filterErrorsHeader(c, f)
 	return a.reply(c, http.StatusOK, &rebindBulkBody{Changed: res.Changed, Blocked: res.Blocked})
 }
 

@@ -33,7 +33,13 @@ type Config struct {
 	// for any) whose browsers may send state-changing requests besides
 	// the server's own origin (SPEC §1.5); empty: only the own origin.
 	AllowOrigins []string
-	Logger       *slog.Logger
+	// StreamStallTimeout closes a take stream whose frames stay unwritten
+	// this long (SPEC §1.4); 0 never does.
+	StreamStallTimeout time.Duration
+	// StreamBufferLimit closes a take stream whose unwritten frames exceed
+	// it, in bytes (default 4 MiB).
+	StreamBufferLimit int64
+	Logger            *slog.Logger
 }
 
 // API holds the handlers' dependencies.
@@ -55,6 +61,9 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
+	}
+	if cfg.StreamBufferLimit <= 0 {
+		cfg.StreamBufferLimit = 4 << 20
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -131,8 +131,19 @@ func (a *API) take(c echo.Context) error {
 	}()
 
 	rc := http.NewResponseController(w.Writer)
+	watch := a.newStreamWatch(c.Request())
+	stalled := a.watchStream(watch, rc, log)
+	defer stalled.stop()
 	write := func(b []byte) bool {
+		if stalled.closed() {
+			return false
+		}
 		_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.WriteTimeout))
+		if stalled.closed() { // the watcher may have cut the deadline meanwhile
+			return false
+		}
+		watch.begin(len(b), time.Now())
+		defer watch.end()
 		if _, err := w.Write(b); err != nil {
 			return false
 		}
@@ -175,6 +186,8 @@ func (a *API) take(c echo.Context) error {
 			}
 			heartbeat.Reset(a.cfg.HeartbeatInterval)
 		case <-ctx.Done():
+			return nil
+		case <-stalled.done:
 			return nil
 		case <-a.shutdown:
 			return nil

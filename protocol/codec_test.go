@@ -154,7 +154,9 @@ func TestParseDuration(t *testing.T) {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "-1s", "1x", "s", "1e3s", "abc"} {
+	// Beyond what a time.Duration holds (about 292 years): refused, never
+	// wrapped to a negative or short duration.
+	for _, bad := range []string{"", "-1s", "1x", "s", "1e3s", "abc", "9223372036854775807", "9223372036855", "300000w"} {
 		if _, err := ParseDuration(bad); err == nil {
 			t.Errorf("ParseDuration(%q) accepted", bad)
 		}
@@ -228,6 +230,20 @@ func TestCheckNameReasons(t *testing.T) {
 	} {
 		if got := CheckName(name); got != want {
 			t.Errorf("CheckName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1024": 1024, "4MiB": 4 << 20, "64KiB": 64 << 10, "1.5KiB": 1536, "0.5MiB": 512 << 10} {
+		got, err := ParseByteSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "-1", "4MB", "KiB", "1e3KiB", "-1KiB", "infKiB", "0x10", "4 GiB", "99999999999999MiB"} {
+		if _, err := ParseByteSize(bad); err == nil {
+			t.Errorf("ParseByteSize(%q) accepted", bad)
 		}
 	}
 }

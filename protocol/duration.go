@@ -17,6 +17,9 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("empty duration")
 	}
 	if ms, err := strconv.ParseUint(s, 10, 63); err == nil {
+		if ms > math.MaxInt64/uint64(time.Millisecond) {
+			return 0, fmt.Errorf("duration %q is too long", s)
+		}
 		return time.Duration(ms) * time.Millisecond, nil
 	}
 	units := []struct {

@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/itchyny/gojq"
+	"sync/atomic"
 )
 
 // Shared job filters of SPEC §6.1, used by GET/PATCH/DELETE /jobs and
@@ -99,7 +99,10 @@ type JobFilter struct {
 	Attempts   Range
 	Filter     string // jq program on the payload ("" = none)
 
-	code *gojq.Code
+	prog *JQProgram
+	// bounded counts the jobs whose jq program was stopped by a bound
+	// (SPEC §6.1): the Tollgate-Filter-Errors header.
+	bounded atomic.Int64
 }
 
 // filterParams are the query parameters JobFilter understands.
@@ -211,18 +214,14 @@ func (f *JobFilter) CheckIDs() error {
 
 // Compile parses and compiles the jq program (400 "invalid filter: ...").
 func (f *JobFilter) Compile() error {
-	if f.Filter == "" || f.code != nil {
+	if f.Filter == "" || f.prog != nil {
 		return nil
 	}
-	q, err := gojq.Parse(f.Filter)
+	prog, err := CompileJQ(f.Filter)
 	if err != nil {
 		return Invalid("invalid filter: %s", err.Error())
 	}
-	code, err := gojq.Compile(q, gojq.WithEnvironLoader(func() []string { return nil }))
-	if err != nil {
-		return Invalid("invalid filter: %s", err.Error())
-	}
-	f.code = code
+	f.prog = prog
 	return nil
 }
 
@@ -288,14 +287,15 @@ func (f *JobFilter) MatchMeta(j *Job, st Status) bool {
 	return true
 }
 
-// MatchPayload runs the jq program on a canonical-JSON payload: true when
-// any output is truthy. Runtime errors (and a cancelled ctx) mean no match.
-// Compile must have succeeded.
+// MatchPayload runs the jq program on a canonical-JSON payload, bounded by
+// FilterTimeLimit and the memory bound: true when any output is truthy.
+// Runtime errors (and a cancelled ctx) mean no match; a program stopped by
+// a bound also counts in BoundedErrors. Compile must have succeeded.
 func (f *JobFilter) MatchPayload(ctx context.Context, payload []byte) bool {
 	if f.Filter == "" {
 		return true
 	}
-	if f.code == nil {
+	if f.prog == nil {
 		return false
 	}
 	var v any
@@ -306,25 +306,20 @@ func (f *JobFilter) MatchPayload(ctx context.Context, payload []byte) bool {
 	} else if err := dec.Decode(&v); err != nil {
 		return false
 	}
-	iter := f.code.RunWithContext(ctx, v)
-	for {
-		out, ok := iter.Next()
-		if !ok {
-			return false
-		}
-		switch out := out.(type) {
-		case error:
-			return false
-		case nil:
-		case bool:
-			if out {
-				return true
-			}
-		default:
-			return true
-		}
+	matched := false
+	err := f.prog.Run(ctx, FilterTimeLimit, v, nil, func(out any) bool {
+		matched = out != nil && out != false
+		return !matched
+	})
+	if errors.Is(err, ErrJQTimeout) || errors.Is(err, ErrJQTooLarge) {
+		f.bounded.Add(1)
 	}
+	return matched
 }
+
+// BoundedErrors is the number of jobs on which the jq program was stopped
+// by its time or memory bound so far.
+func (f *JobFilter) BoundedErrors() int64 { return f.bounded.Load() }
 
 // Match applies every filter to j as seen at now (VisibleStatus).
 func (f *JobFilter) Match(ctx context.Context, j *Job, now uint64) bool {

@@ -18,16 +18,20 @@ import (
 // serveConfig is everything `tollgate serve` reads from flags and TOLLGATE_*
 // variables (SPEC §9).
 type serveConfig struct {
-	RootDir             string
-	Host                string
-	Port                int
-	TLSCert             string
-	TLSKey              string
-	TLSClientCA         string
-	LogLevel            string
-	LogFormat           string
-	LogDir              string
-	HeartbeatInterval   time.Duration
+	RootDir           string
+	Host              string
+	Port              int
+	TLSCert           string
+	TLSKey            string
+	TLSClientCA       string
+	LogLevel          string
+	LogFormat         string
+	LogDir            string
+	HeartbeatInterval time.Duration
+	// StreamStallTimeout and StreamBufferLimit close a take stream whose
+	// client stopped reading (SPEC §1.4); a stall timeout of 0 never does.
+	StreamStallTimeout  time.Duration
+	StreamBufferLimit   int64
 	GlobalInFlightLimit int
 	DefaultRetryLimit   uint32
 	BackoffBase         time.Duration
@@ -73,6 +77,25 @@ func (v durationValue) Set(s string) error {
 		return err
 	}
 	*v.d = d
+	return nil
+}
+
+// byteSizeValue is a flag.Value for sizes in bytes, KiB or MiB.
+type byteSizeValue struct{ n *int64 }
+
+func (v byteSizeValue) String() string {
+	if v.n == nil {
+		return ""
+	}
+	return strconv.FormatInt(*v.n, 10)
+}
+
+func (v byteSizeValue) Set(s string) error {
+	n, err := protocol.ParseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*v.n = n
 	return nil
 }
 
@@ -159,6 +182,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		LogLevel:            "info",
 		LogFormat:           "auto",
 		HeartbeatInterval:   3 * time.Second,
+		StreamStallTimeout:  60 * time.Second,
+		StreamBufferLimit:   4 << 20,
 		GlobalInFlightLimit: 1024,
 		DefaultRetryLimit:   25,
 		BackoffBase:         15 * time.Second,
@@ -208,6 +233,10 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("allow-origin", "TOLLGATE_ALLOW_ORIGIN", "origins (comma list, or repeat the flag; * = any) whose web pages may send POST/PUT/PATCH/DELETE besides the server's own")
 	fs.Var(durationValue{&cfg.HeartbeatInterval}, "heartbeat-interval", "")
 	def("heartbeat-interval", "TOLLGATE_HEARTBEAT_INTERVAL", "idle time before a take-stream heartbeat")
+	fs.Var(durationValue{&cfg.StreamStallTimeout}, "stream-stall-timeout", "")
+	def("stream-stall-timeout", "TOLLGATE_STREAM_STALL_TIMEOUT", "close a take stream whose frames stay unwritten this long; 0 = never")
+	fs.Var(byteSizeValue{&cfg.StreamBufferLimit}, "stream-buffer-limit", "")
+	def("stream-buffer-limit", "TOLLGATE_STREAM_BUFFER_LIMIT", "close a take stream whose unwritten frames exceed this many bytes (or KiB, MiB)")
 	fs.IntVar(&cfg.GlobalInFlightLimit, "global-in-flight-limit", cfg.GlobalInFlightLimit, "")
 	fs.IntVar(&cfg.GlobalInFlightLimit, "l", cfg.GlobalInFlightLimit, "")
 	def("global-in-flight-limit", "TOLLGATE_GLOBAL_IN_FLIGHT_LIMIT", "server-wide in-flight cap (-l); 0 = none")
@@ -289,6 +318,8 @@ func (c *serveConfig) validate() error {
 		return errorf("invalid --log-max-size %d: must be at least 1 (MiB)", c.LogMaxSizeMiB)
 	case c.LogMaxFiles < 1:
 		return errorf("invalid --log-max-files %d: must be at least 1", c.LogMaxFiles)
+	case c.StreamBufferLimit <= 0:
+		return errorf("invalid --stream-buffer-limit: must be at least 1 byte")
 	}
 	for _, o := range c.AllowOrigins {
 		if err := checkOrigin(o); err != nil {

@@ -184,8 +184,10 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	}
 	defer engine.Stop()
 
-	e, api := httpapi.New(httpapi.Config{Version: Version, HeartbeatInterval: cfg.HeartbeatInterval, AllowOrigins: cfg.AllowOrigins, Logger: log}, engine)
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	e, api := httpapi.New(httpapi.Config{Version: Version, HeartbeatInterval: cfg.HeartbeatInterval, AllowOrigins: cfg.AllowOrigins, Logger: log,
+		StreamStallTimeout: cfg.StreamStallTimeout, StreamBufferLimit: cfg.StreamBufferLimit}, engine)
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ConnContext: httpapi.ConnContext}
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	scheme := "http"

@@ -209,6 +209,15 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
+// PID is the process id of the running server (0 when stopped), for tests
+// that read its resource use from /proc.
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Restart starts the server again on the same root dir and flags, after Stop or Kill.
 func (s *Server) Restart() {
 	s.t.Helper()
