@@ -24,7 +24,7 @@ import (
 // Writes: j/, e/ and b/ keys through the group committer (persistence).
 type queueActor struct {
 	cfg    EngineConfig
-	store  *persistence.Store
+	store  persistence.JobStore
 	clock  Clock
 	timers Timers
 	log    *slog.Logger

@@ -197,11 +197,13 @@ func (b *Batch) fail(err error) {
 	}
 }
 
-// seal turns the batch's pending marks into writes, in submission order:
+// Seal turns the batch's pending marks into writes, in submission order:
 // each group gets its next mark sequence number, and a group whose last
 // member left in this batch is deleted with every mark it has (its pending
 // mark is not written). A group that died in an earlier batch gets nothing.
-func (b *Batch) seal() {
+// Submit calls it; a JobStore that refuses a batch without Submit calls it
+// too, so the groups' bookkeeping moves on as it does for a failed commit.
+func (b *Batch) Seal() {
 	for _, g := range b.kills {
 		if g.dead {
 			continue
