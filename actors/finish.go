@@ -170,15 +170,10 @@ func (e *queueCore) deleteJob(now uint64, id string, reply func(any)) {
 func (e *queueCore) removeJob(now uint64, id string, batch *persistence.Batch) bool {
 	defer e.runDeferred(now, id)
 	if en := e.jobs[id]; en != nil {
-		e.detach(en)
-		delete(e.jobs, id)
-		en.state = stGone
-		e.unsched(en)
-		e.unbind(en.job)
-		e.releaseUnique(en.job)
-		e.decStored(en.job)
+		// the record is deleted while memory still has its payload
+		// (deleteRecord tells a payload stored apart by its absence)
 		deleteRecord(en.job, en.grp, en.override, batch)
-		e.dropPayload(en.job)
+		e.forgetJob(now, en)
 		return true
 	}
 	if t, ok := e.terminal[id]; ok && (t.purgeAt == 0 || t.purgeAt > now) {

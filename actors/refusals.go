@@ -1,0 +1,95 @@
+// Refused commits: what the queue core does when the store refuses a batch
+// (disk full, no descriptors, a lost device), so that nothing the store
+// refused is listed, counted or delivered (issue 12, defect 11).
+//
+// The core changes memory when it builds a batch and commits it afterwards
+// (the actor never waits for the disk). When a commit is refused, its
+// outcome comes back to the queue actor as a commitDone message, in commit
+// order, and the change is undone there before the client is answered with
+// 503 storage unavailable (SPEC §1.5). Dispatched jobs are handed to their
+// stream only from the actor too, after their commit and after any earlier
+// refusal was undone, so a job whose enqueue was refused is never delivered.
+
+package actors
+
+import (
+	"errors"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// commitDone carries a commit's outcome back into the queue actor; then
+// runs there, with the actor's state. Only the queue actor sends it to
+// itself.
+type commitDone struct {
+	err  error
+	then func(now uint64, err error)
+}
+
+func (*commitDone) isQueueMsg() {}
+
+// storageError is what a client is answered when its write was refused:
+// a domain error as it is (shutting down), any other store error as 503
+// storage unavailable.
+func storageError(err error) error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return protocol.StorageUnavailable(err)
+}
+
+// persistOrUndo commits batch and answers resp once it is durable. When
+// the store refuses it, undo runs in the actor first, then the client is
+// answered with the refusal.
+func (e *queueCore) persistOrUndo(batch *persistence.Batch, reply func(any), resp any, undo func(now uint64)) {
+	out := e.out
+	e.out.persist(batch, func(err error) {
+		if err == nil {
+			reply(resp)
+			return
+		}
+		out.toSelf(&commitDone{err: err, then: func(now uint64, err error) {
+			undo(now)
+			reply(storageError(err))
+		}})
+	})
+}
+
+// undoEnqueue forgets the jobs and budgets of an enqueue whose commit was
+// refused: wherever they went since (ready, parked, scheduled, even
+// dispatched but not yet delivered), they leave, their unique keys are
+// released and their budgets unbound. A budget the request created goes
+// too, unless a later request bound a job to it.
+func (e *queueCore) undoEnqueue(now uint64, stored []*entry, created []string) {
+	for _, en := range stored {
+		if e.jobs[en.job.ID] == en {
+			e.forgetJob(now, en)
+		}
+	}
+	for _, key := range created {
+		if be := e.budgets[key]; be != nil && be.boundTotal == 0 {
+			delete(e.budgets, key)
+			e.out.stopBudget(key)
+		}
+	}
+	e.pump(now)
+}
+
+// forgetJob removes an unfinished job from memory without writing anything:
+// it leaves wherever it waits (in-flight tokens go back), stops counting
+// against its budgets and releases its unique key. Requests that waited for
+// its reservation run after it.
+func (e *queueCore) forgetJob(now uint64, en *entry) {
+	id := en.job.ID
+	defer e.runDeferred(now, id)
+	e.detach(en)
+	delete(e.jobs, id)
+	en.state = stGone
+	e.unsched(en)
+	e.unbind(en.job)
+	e.releaseUnique(en.job)
+	e.decStored(en.job)
+	e.dropPayload(en.job)
+}
