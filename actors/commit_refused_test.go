@@ -187,3 +187,122 @@ func TestRefusedEnqueueIsNotDelivered(t *testing.T) {
 		})
 	}
 }
+
+// startFailingOnDir is startFailing on a badger store in dir; stop closes
+// both, so the test can start again on the same data.
+func startFailingOnDir(t *testing.T, dir string) (*Engine, *storetest.Failing, func()) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	inner, err := persistence.Open(persistence.Config{Dir: dir, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storetest.NewFailing(inner)
+	e, err := Start(Config{Store: store, Logger: log, Engine: EngineConfig{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, store, func() { e.Stop(); _ = inner.Close() }
+}
+
+// TestRefusedFinishesLeaveJobs: acks (one, and several at once), a failure,
+// a delete and a patch of in-flight jobs, lone and group members, whose
+// commits are refused answer 503; every job is still listed and counted,
+// unchanged, and is delivered again (the store still has it in flight,
+// which a restart would turn into ready). A refused ack of a group member
+// must not let its siblings' acks delete the group it still lives in: after
+// they are acked and the engine restarts on the same data, it is there.
+func TestRefusedFinishesLeaveJobs(t *testing.T) {
+	dir := t.TempDir()
+	e, store, stop := startFailingOnDir(t, dir)
+	defer func() { stop() }() // the stop of the last start
+	ctx := context.Background()
+	var all []string
+	for range 3 {
+		views, err := e.Enqueue(ctx, []*protocol.NewJob{refusedJob("q", "")}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, views[0].ID)
+	}
+	group := []*protocol.NewJob{refusedJob("q", ""), refusedJob("q", ""), refusedJob("q", ""), refusedJob("q", "")}
+	views, err := e.Enqueue(ctx, group, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range views {
+		all = append(all, v.ID)
+	}
+	batches := make(chan []protocol.Job, 16)
+	stream, err := e.OpenStream(ctx, &OpenStream{Prefetch: 20, Deliver: func(j []protocol.Job) { batches <- j }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	take := func(n int) map[string]bool {
+		t.Helper()
+		got := map[string]bool{}
+		deadline := time.After(10 * time.Second)
+		for len(got) < n {
+			select {
+			case b := <-batches:
+				for _, j := range b {
+					got[j.ID] = true
+				}
+				e.StreamWritten(stream)
+			case <-deadline:
+				t.Fatalf("delivered %d of %d jobs", len(got), n)
+			}
+		}
+		return got
+	}
+	take(len(all))
+	lone, members := all[:3], all[3:]
+
+	// Each request's commit alone is refused; the job it named comes back
+	// and is dispatched again (that commit is accepted) before the next.
+	refuse := func(what string, op func() error, ids ...string) {
+		t.Helper()
+		store.FailNext(1, errNoSpace)
+		wantStorageUnavailable(t, what, op())
+		again := take(len(ids))
+		for _, id := range ids {
+			if !again[id] {
+				t.Fatalf("%s: job %s was not delivered again (got %v)", what, id, again)
+			}
+		}
+	}
+	refuse("ack", func() error { _, err := e.Ack(ctx, []string{lone[0]}); return err }, lone[0])
+	refuse("bulk ack", func() error { _, err := e.Ack(ctx, []string{members[0], lone[1]}); return err }, members[0], lone[1])
+	msg := "boom"
+	refuse("failure", func() error {
+		_, err := e.Fail(ctx, lone[2], &protocol.FailureRequest{Message: &msg})
+		return err
+	}, lone[2])
+	refuse("delete", func() error { return e.DeleteJob(ctx, members[1]) }, members[1])
+	patch, err := protocol.DecodeJobPatch(protocol.JSON, []byte(`{"queue":"moved","priority":5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse("patch", func() error { _, err := e.PatchJob(ctx, members[2], patch); return err }, members[2])
+
+	wantStored(t, e, all...)
+	for _, id := range []string{lone[2], members[2]} {
+		v, err := e.GetJob(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Queue != "q" || v.Attempts != 0 {
+			t.Fatalf("job %s after a refused failure or patch: queue %q attempts %d, want q and 0", id, v.Queue, v.Attempts)
+		}
+	}
+	// the siblings of members[0] finish; it stays in flight
+	if nf, err := e.Ack(ctx, []string{members[1], members[2], members[3]}); err != nil || len(nf) != 0 {
+		t.Fatalf("ack of the siblings: not found %v, %v", nf, err)
+	}
+	stop()
+	e, _, stop = startFailingOnDir(t, dir)
+	wantStored(t, e, lone[0], lone[1], lone[2], members[0])
+	if got := takeAll(t, e, 4); len(got) != 4 {
+		t.Fatalf("after restart delivered %d jobs, want 4", len(got))
+	}
+}

@@ -93,3 +93,94 @@ func (e *queueCore) forgetJob(now uint64, en *entry) {
 	e.decStored(en.job)
 	e.dropPayload(en.job)
 }
+
+// undoLog keeps what a finishing request (ack, failure, delete, patch)
+// changes, as it was before, so that a refusal can put it back.
+type undoLog struct {
+	jobs      []priorJob
+	terminals []terminalJob
+}
+
+// priorJob is an unfinished job as memory had it before the request: a
+// copy of its record (payload included) and where it is stored.
+type priorJob struct {
+	job      protocol.Job
+	grp      *persistence.Group
+	override bool
+}
+
+// noteJob remembers an unfinished job before the request changes it.
+func (u *undoLog) noteJob(en *entry) {
+	u.jobs = append(u.jobs, priorJob{job: *en.job, grp: en.grp, override: en.override})
+}
+
+// noteTerminal remembers a retained finished job before it is deleted.
+func (u *undoLog) noteTerminal(t terminalJob) { u.terminals = append(u.terminals, t) }
+
+// persistOrRestore commits batch and answers resp once it is durable; when
+// the store refuses it, the jobs noted in u are put back first (restore).
+func (e *queueCore) persistOrRestore(batch *persistence.Batch, reply func(any), resp any, u *undoLog) {
+	e.persistOrUndo(batch, reply, resp, func(now uint64) { e.restore(now, u, batch) })
+}
+
+// restore puts back the jobs a refused batch changed, as the store still
+// has them. An unfinished job comes back where its stored record puts it:
+// scheduled while its ready_at is ahead, else ready, so a job that was in
+// flight (a refused ack or failure, a patch or delete of a running job) is
+// delivered again, as it would be after a restart (at-least-once); its
+// worker was answered 503. A retained finished job comes back as it was.
+// The groups' bookkeeping the batch changed is reverted too.
+func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
+	batch.Revert()
+	for _, p := range u.jobs {
+		id := p.job.ID
+		if en := e.jobs[id]; en != nil {
+			e.forgetJob(now, en) // what the request made of it (failed, patched)
+		}
+		if t, ok := e.terminal[id]; ok {
+			e.dropTerminal(t) // acked or killed with retention
+		}
+		j := new(protocol.Job)
+		*j = p.job
+		en := &entry{job: j, grp: p.grp, override: p.override}
+		e.payloadBytes += len(j.Payload)
+		e.jobs[id] = en
+		e.addStored(j)
+		e.bind(j)
+		e.claimUniqueIfFree(j)
+		if j.Status == protocol.StatusScheduled && j.ReadyAt > now {
+			en.state = stScheduled
+			e.out.schedule(id, j.ReadyAt)
+		} else {
+			j.Status = protocol.StatusReady
+			e.makeReady(en)
+		}
+		e.syncSched(en)
+	}
+	for _, t := range u.terminals {
+		if _, ok := e.terminal[t.id]; ok || e.jobs[t.id] != nil {
+			continue
+		}
+		e.addStored(t.meta)
+		e.terminal[t.id] = t
+		e.countTerminal(t, 1)
+		if t.purgeAt != 0 {
+			e.purgeOrder.ReplaceOrInsert(t)
+		}
+		if t.job != nil {
+			e.claimUniqueIfFree(t.job)
+		}
+	}
+	e.pump(now)
+}
+
+// claimUniqueIfFree makes j the holder of its unique key unless another job
+// took the key meanwhile.
+func (e *queueCore) claimUniqueIfFree(j *protocol.Job) {
+	if j.UniqueKey == "" {
+		return
+	}
+	if _, held := e.unique[j.UniqueKey]; !held {
+		e.claimUnique(j)
+	}
+}

@@ -163,6 +163,7 @@ func (b *Batch) DeleteMember(g *Group, id string, attempts uint32, override bool
 		return
 	}
 	g.live--
+	b.removed = append(b.removed, g)
 	if g.live == 0 {
 		b.kills = append(b.kills, g)
 		return
@@ -209,6 +210,7 @@ func (b *Batch) Seal() {
 			continue
 		}
 		g.dead = true
+		b.killed = append(b.killed, g)
 		b.del(groupKey(g.first))
 		for seq := range g.marks {
 			b.del(markKey(g.first, seq))
@@ -224,6 +226,23 @@ func (b *Batch) Seal() {
 		b.ops = append(b.ops, op{key: key, val: pm.val})
 	}
 	b.marks, b.kills = nil, nil
+}
+
+// Revert undoes what a batch the store refused did to its groups'
+// bookkeeping: the members it removed count as live again and the groups it
+// deleted exist again. Call it for a refused batch only, before any later
+// batch is built on the same groups' bookkeeping being wrong (the queue
+// actor does it when the refusal reaches it; a batch built in between that
+// removed a group's last member has deleted it for good). Mark sequence
+// numbers the batch used stay used: marks only need to be distinct.
+func (b *Batch) Revert() {
+	for _, g := range b.removed {
+		g.live++
+	}
+	for _, g := range b.killed {
+		g.dead = false
+	}
+	b.removed, b.killed = nil, nil
 }
 
 // appendBytes appends a uvarint-length-prefixed byte string.
