@@ -306,3 +306,50 @@ func TestRefusedFinishesLeaveJobs(t *testing.T) {
 		t.Fatalf("after restart delivered %d jobs, want 4", len(got))
 	}
 }
+
+// TestRefusedBudgetWritesLeaveCatalog: a refused budget create, replace,
+// patch or delete answers 503 and the catalog stays as the store has it.
+func TestRefusedBudgetWritesLeaveCatalog(t *testing.T) {
+	e, store := startFailing(t, EngineConfig{})
+	ctx := context.Background()
+	def := func(alloc uint32) protocol.Definition {
+		return protocol.Definition{Allocation: alloc, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
+	}
+	wantAllocation := func(what, key string, want uint32) {
+		t.Helper()
+		b, err := e.GetBudget(ctx, key)
+		if err != nil || b.Allocation != want {
+			t.Fatalf("%s: budget %s = %+v, %v; want allocation %d", what, key, b, err, want)
+		}
+	}
+	store.FailAll(errNoSpace)
+	_, _, err := e.CreateBudget(ctx, "new", def(3), false)
+	wantStorageUnavailable(t, "create", err)
+	if _, err := e.GetBudget(ctx, "new"); err == nil {
+		t.Fatal("a budget whose create was refused exists")
+	}
+	store.Heal()
+	if _, _, err := e.CreateBudget(ctx, "kept", def(3), false); err != nil {
+		t.Fatal(err)
+	}
+	store.FailAll(errNoSpace)
+	_, _, err = e.CreateBudget(ctx, "kept", def(7), true)
+	wantStorageUnavailable(t, "replace", err)
+	wantAllocation("refused replace", "kept", 3)
+	patch, err := protocol.DecodeBudgetPatch(protocol.JSON, []byte(`{"allocation":9}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.PatchBudget(ctx, "kept", patch)
+	wantStorageUnavailable(t, "patch", err)
+	wantAllocation("refused patch", "kept", 3)
+	err = e.DeleteBudget(ctx, "kept")
+	wantStorageUnavailable(t, "delete", err)
+	wantAllocation("refused delete", "kept", 3)
+	store.Heal()
+	// the budget still works: a job bound to it is dispatched
+	if _, err := e.Enqueue(ctx, []*protocol.NewJob{refusedJob("q", "", protocol.NewBinding{Key: "kept", Cost: 1})}, false); err != nil {
+		t.Fatal(err)
+	}
+	takeAll(t, e, 1)
+}

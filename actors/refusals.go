@@ -184,3 +184,35 @@ func (e *queueCore) claimUniqueIfFree(j *protocol.Job) {
 		e.claimUnique(j)
 	}
 }
+
+// dropRefusedBudget forgets a budget whose creation was refused, unless a
+// job was bound to it meanwhile (that job's commit stored a reference the
+// catalog must keep serving).
+func (e *queueCore) dropRefusedBudget(key string) {
+	if be := e.budgets[key]; be != nil && be.boundTotal == 0 {
+		delete(e.budgets, key)
+		e.out.stopBudget(key)
+	}
+}
+
+// restoreBudgetDefinition puts back the definition a refused replace or
+// patch changed; the budget actor applies it as it would any update.
+func (e *queueCore) restoreBudgetDefinition(old protocol.Budget) {
+	be := e.budgets[old.Key]
+	if be == nil {
+		return
+	}
+	be.budget = old
+	e.out.toBudget(old.Key, &ApplyDefinition{Definition: old.Definition()})
+}
+
+// restoreDeletedBudget puts back a budget whose delete was refused. Its
+// actor was stopped, so it starts again as at a restart: a full pool (no
+// job was bound to it, or the delete would have been refused earlier).
+func (e *queueCore) restoreDeletedBudget(old protocol.Budget) {
+	if e.budgets[old.Key] != nil {
+		return // created again meanwhile
+	}
+	e.budgets[old.Key] = &budgetEntry{budget: old, bound: make(map[uint32]int)}
+	e.out.spawnBudget(old)
+}
