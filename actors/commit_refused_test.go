@@ -353,3 +353,39 @@ func TestRefusedBudgetWritesLeaveCatalog(t *testing.T) {
 	}
 	takeAll(t, e, 1)
 }
+
+// TestRefusedRebindLeavesJob: a refused rebinding (one job, and by filter)
+// answers 503; the job keeps its bindings and the budget its create_with
+// made does not exist.
+func TestRefusedRebindLeavesJob(t *testing.T) {
+	e, store := startFailing(t, EngineConfig{})
+	ctx := context.Background()
+	views, err := e.Enqueue(ctx, []*protocol.NewJob{refusedJob("q", "")}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := views[0].ID
+	def := protocol.Definition{Allocation: 1, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
+	binding := protocol.NewBinding{Key: "made", Cost: 1, CreateWith: &def}
+	store.FailAll(errNoSpace)
+	_, err = e.RebindJob(ctx, &RebindJob{ID: id, Op: RebindAdd, Binding: binding})
+	wantStorageUnavailable(t, "rebind", err)
+	_, err = e.RebindJobs(ctx, &protocol.JobFilter{}, RebindAdd, binding)
+	wantStorageUnavailable(t, "bulk rebind", err)
+	store.Heal()
+	if _, err := e.GetBudget(ctx, "made"); err == nil {
+		t.Fatal("the budget a refused rebinding created exists")
+	}
+	v, err := e.GetJob(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Budgets) != 0 {
+		t.Fatalf("job bindings after refused rebindings: %+v, want none", v.Budgets)
+	}
+	views, _, err = e.ListJobs(ctx, &protocol.JobFilter{BudgetKeys: []string{"made"}}, "", false, 10)
+	if err != nil || len(views) != 0 {
+		t.Fatalf("jobs listed under the refused binding: %d, %v", len(views), err)
+	}
+	takeAll(t, e, 1)
+}

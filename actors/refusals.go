@@ -123,6 +123,18 @@ func (e *queueCore) persistOrRestore(batch *persistence.Batch, reply func(any), 
 	e.persistOrUndo(batch, reply, resp, func(now uint64) { e.restore(now, u, batch) })
 }
 
+// persistOrRestoreRebind is persistOrRestore for a rebinding: when refused,
+// the budgets its create_with made go too (after the jobs, which unbinds
+// them).
+func (e *queueCore) persistOrRestoreRebind(batch *persistence.Batch, reply func(any), resp any, u *undoLog, created []string) {
+	e.persistOrUndo(batch, reply, resp, func(now uint64) {
+		e.restore(now, u, batch)
+		for _, key := range created {
+			e.dropRefusedBudget(key)
+		}
+	})
+}
+
 // restore puts back the jobs a refused batch changed, as the store still
 // has them. An unfinished job comes back where its stored record puts it:
 // scheduled while its ready_at is ahead, else ready, so a job that was in
