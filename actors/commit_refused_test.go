@@ -125,7 +125,8 @@ func TestRefusedEnqueueIsInvisible(t *testing.T) {
 // enqueue's job is dispatched at once, before its commit's outcome is known;
 // it must still never reach the worker, whether the dispatch commit is
 // refused as well (the store stays down) or accepted (only the enqueue's
-// commit failed).
+// commit failed), nor come back after a restart (the accepted dispatch
+// wrote its record).
 func TestRefusedEnqueueIsNotDelivered(t *testing.T) {
 	for _, c := range []struct {
 		name            string
@@ -136,7 +137,9 @@ func TestRefusedEnqueueIsNotDelivered(t *testing.T) {
 		{"one commit refused", func(f *storetest.Failing) { f.FailNext(1, errNoSpace) }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e, store := startFailing(t, EngineConfig{})
+			dir := t.TempDir()
+			e, store, stop := startFailingOnDir(t, dir)
+			defer func() { stop() }()
 			ctx := context.Background()
 			batches := make(chan []protocol.Job, 16)
 			open := func() uint64 {
@@ -178,6 +181,10 @@ func TestRefusedEnqueueIsNotDelivered(t *testing.T) {
 						if c.dispatchRefused && ended != 1 {
 							t.Fatalf("the stream was ended %d times, want once (its dispatch commit was refused)", ended)
 						}
+						// nor does it come back from the store
+						stop()
+						e, _, stop = startFailingOnDir(t, dir)
+						wantStored(t, e, good)
 						return
 					}
 				case <-deadline:

@@ -62,11 +62,28 @@ func (e *queueCore) persistOrUndo(batch *persistence.Batch, reply func(any), res
 // dispatched but not yet delivered), they leave, their unique keys are
 // released and their budgets unbound. A budget the request created goes
 // too, unless a later request bound a job to it.
+//
+// A job stored alone that was dispatched meanwhile may have had its record
+// written by its dispatch's commit, which can be accepted after the
+// enqueue's was refused: that record is deleted, so the job does not come
+// back at the next start. (A group member's dispatch writes only a mark,
+// which loading drops when its group was never stored.)
 func (e *queueCore) undoEnqueue(now uint64, stored []*entry, created []string) {
+	var stray *persistence.Batch
 	for _, en := range stored {
-		if e.jobs[en.job.ID] == en {
-			e.forgetJob(now, en)
+		if e.jobs[en.job.ID] != en {
+			continue
 		}
+		if en.state == stInFlight && en.grp == nil {
+			if stray == nil {
+				stray = persistence.NewBatch(e.cfg.DefaultSync)
+			}
+			stray.DeleteJob(en.job.ID, en.job.Attempts, en.job.Payload == nil)
+		}
+		e.forgetJob(now, en)
+	}
+	if stray != nil {
+		e.out.persist(stray, nil)
 	}
 	for _, key := range created {
 		if be := e.budgets[key]; be != nil && be.boundTotal == 0 {
