@@ -50,6 +50,12 @@ func (e *queueCore) persistOrUndo(batch *persistence.Batch, reply func(any), res
 			reply(resp)
 			return
 		}
+		if errors.Is(err, protocol.ErrShuttingDown) {
+			// the store is closing: memory goes with the actor, which
+			// may not read its mailbox again
+			reply(err)
+			return
+		}
 		out.toSelf(&commitDone{err: err, then: func(now uint64, err error) {
 			undo(now)
 			reply(storageError(err))
