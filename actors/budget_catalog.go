@@ -54,7 +54,9 @@ func (e *queueCore) createBudget(now uint64, m *CreateBudget, reply func(any)) {
 	e.out.spawnBudget(b)
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	batch.PutBudget(&b)
-	e.persistThenReply(batch, reply, &BudgetResponse{Budget: b, Created: true})
+	e.persistOrUndo(batch, reply, &BudgetResponse{Budget: b, Created: true}, func(uint64) {
+		e.dropRefusedBudget(m.Key)
+	})
 }
 
 func (e *queueCore) patchBudget(now uint64, m *PatchBudget, reply func(any)) {
@@ -85,6 +87,7 @@ func (e *queueCore) replaceBudget(now uint64, be *budgetEntry, def protocol.Defi
 			return
 		}
 	}
+	old := be.budget
 	be.budget.Allocation = def.Allocation
 	be.budget.Strategy = def.Strategy
 	be.budget.UpdatedAt = now
@@ -92,7 +95,9 @@ func (e *queueCore) replaceBudget(now uint64, be *budgetEntry, def protocol.Defi
 	e.out.toBudget(key, &ApplyDefinition{Definition: def})
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	batch.PutBudget(&b)
-	e.persistThenReply(batch, reply, &BudgetResponse{Budget: b})
+	e.persistOrUndo(batch, reply, &BudgetResponse{Budget: b}, func(uint64) {
+		e.restoreBudgetDefinition(old)
+	})
 }
 
 // costsAbove counts bound unfinished jobs costing more than limit and
@@ -126,7 +131,8 @@ func (e *queueCore) deleteBudget(m *DeleteBudget, reply func(any)) {
 	e.out.stopBudget(m.Key)
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	batch.DeleteBudget(m.Key)
-	e.persistThenReply(batch, reply, &Done{})
+	old := be.budget
+	e.persistOrUndo(batch, reply, &Done{}, func(uint64) { e.restoreDeletedBudget(old) })
 }
 
 func plural(n int, one, many string) string {

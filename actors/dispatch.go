@@ -182,10 +182,6 @@ func (e *queueCore) flush() {
 		return
 	}
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
-	type delivery struct {
-		deliver func([]protocol.Job)
-		jobs    []protocol.Job
-	}
 	deliveries := make([]delivery, 0, len(e.flushPending))
 	for _, s := range e.flushPending {
 		if len(s.outbox) == 0 || s.writerBusy {
@@ -199,18 +195,67 @@ func (e *queueCore) flush() {
 			jobs[i] = *en.job
 		}
 		s.writerBusy = true
-		deliveries = append(deliveries, delivery{s.deliver, jobs})
+		deliveries = append(deliveries, delivery{s, jobs})
 		clear(s.outbox) // no stale entry kept alive by the reused array
 		s.outbox = s.outbox[:0]
 	}
 	e.flushPending = e.flushPending[:0]
-	log := e.log
+	out := e.out
 	e.out.persist(batch, func(err error) {
-		if err != nil {
-			log.Error("persisting dispatched jobs failed; delivering anyway (at-least-once)", "err", err)
-		}
-		for _, d := range deliveries {
-			d.deliver(d.jobs)
-		}
+		// back in the actor, after any earlier refusal was undone
+		out.toSelf(&commitDone{err: err, then: func(now uint64, err error) {
+			e.dispatchCommitted(now, deliveries, err)
+		}})
 	})
+}
+
+// delivery is a batch of jobs dispatched to a stream, waiting for its
+// commit.
+type delivery struct {
+	s    *stream
+	jobs []protocol.Job
+}
+
+// dispatchCommitted hands each stream the jobs its flush committed that are
+// still in flight on it (a job whose enqueue the store refused has left
+// since). When the store refused the flush, nothing is delivered: the jobs
+// return to ready, as the store still has them, and each stream is ended
+// (its worker reconnects), so that a store that stays down is not asked
+// again and again for the same streams.
+func (e *queueCore) dispatchCommitted(now uint64, deliveries []delivery, err error) {
+	if err != nil {
+		e.log.Error("persisting dispatched jobs failed; their streams end and the jobs return to ready", "err", err)
+		for _, d := range deliveries {
+			for i := range d.jobs {
+				if en := d.s.inFlight[d.jobs[i].ID]; en != nil {
+					e.leaveInFlight(en)
+					en.job.Status = protocol.StatusReady
+					e.reclaimUnique(en.job)
+					e.makeReady(en)
+				}
+			}
+			if !d.s.closed {
+				e.closeStream(now, d.s.id, func(any) {})
+				d.s.deliver(nil)
+			}
+		}
+		e.pump(now)
+		return
+	}
+	for _, d := range deliveries {
+		jobs := d.jobs[:0]
+		for _, j := range d.jobs {
+			if d.s.inFlight[j.ID] != nil {
+				jobs = append(jobs, j)
+			}
+		}
+		switch {
+		case d.s.closed:
+		case len(jobs) > 0:
+			d.s.deliver(jobs)
+		default:
+			// nothing left to write: the stream can take more at once
+			e.streamWritten(now, d.s.id)
+		}
+	}
 }

@@ -24,6 +24,13 @@ func (o *recordingOutbox) persist(b *persistence.Batch, done func(error)) {
 		done(nil)
 	}
 }
+
+// toSelf runs a commit's continuation at once, as the commit itself was.
+func (o *recordingOutbox) toSelf(m queueMsg) {
+	if d, ok := m.(*commitDone); ok {
+		d.then(0, d.err)
+	}
+}
 func (o *recordingOutbox) toBudget(_ string, m budgetMsg) { o.toBudgets = append(o.toBudgets, m) }
 func (o *recordingOutbox) spawnBudget(protocol.Budget)    {}
 func (o *recordingOutbox) stopBudget(string)              {}

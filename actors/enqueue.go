@@ -105,7 +105,9 @@ func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
 	}
 	e.storeNewJobs(stored, batch)
-	e.persistThenReply(batch, reply, &EnqueueJobsResponse{Jobs: views})
+	e.persistOrUndo(batch, reply, &EnqueueJobsResponse{Jobs: views}, func(now uint64) {
+		e.undoEnqueue(now, stored, createdOrder)
+	})
 	e.pump(now)
 }
 

@@ -18,7 +18,7 @@ import (
 // Config configures the engine.
 type Config struct {
 	Engine EngineConfig
-	Store  *persistence.Store
+	Store  persistence.JobStore
 	Logger *slog.Logger
 	// Clock defaults to the system clock; Timers to protoactor's scheduler.
 	Clock  Clock
@@ -52,7 +52,7 @@ func (c EngineConfig) WithDefaults() EngineConfig {
 type Engine struct {
 	system  *actor.ActorSystem
 	queue   *actor.PID
-	store   *persistence.Store
+	store   persistence.JobStore
 	clock   Clock
 	timeout time.Duration
 	tracer  *Tracer

@@ -12,6 +12,7 @@ import (
 
 func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	u := &undoLog{}
 	var notFound []string
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -24,6 +25,7 @@ func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 			notFound = append(notFound, id)
 			continue
 		}
+		u.noteJob(en)
 		e.observeAcked(en)
 		e.leaveInFlight(en)
 		retention := uint64(e.cfg.CompletedRetention / time.Millisecond)
@@ -33,7 +35,7 @@ func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 		en.job.Status = protocol.StatusCompleted
 		e.finish(now, en, retention, batch, true)
 	}
-	e.persistThenReply(batch, reply, &AckJobsResponse{NotFound: notFound})
+	e.persistOrRestore(batch, reply, &AckJobsResponse{NotFound: notFound}, u)
 	e.pump(now)
 }
 
@@ -88,6 +90,8 @@ func (e *queueCore) fail(now uint64, m *FailJob, reply func(any)) {
 		return
 	}
 	j := en.job
+	u := &undoLog{}
+	u.noteJob(en)
 	e.observeFailed(j)
 	e.leaveInFlight(en)
 	j.Attempts++
@@ -133,7 +137,7 @@ func (e *queueCore) fail(now uint64, m *FailJob, reply func(any)) {
 		e.reclaimUnique(j)
 		e.out.schedule(j.ID, j.ReadyAt)
 	}
-	e.persistThenReply(batch, reply, &JobResponse{Job: view})
+	e.persistOrRestore(batch, reply, &JobResponse{Job: view}, u)
 	e.pump(now)
 }
 
@@ -152,33 +156,32 @@ func (e *queueCore) backoff(j *protocol.Job) uint64 {
 
 func (e *queueCore) deleteJob(now uint64, id string, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
-	if !e.removeJob(now, id, batch) {
+	u := &undoLog{}
+	if !e.removeJob(now, id, batch, u) {
 		reply(protocol.ErrJobNotFound)
 		return
 	}
-	e.persistThenReply(batch, reply, &Done{})
+	e.persistOrRestore(batch, reply, &Done{}, u)
 	e.pump(now)
 }
 
 // removeJob deletes a job in any status into batch: it leaves wherever it
 // waits (in-flight tokens go back), stops counting against its budgets and
 // releases its unique key. It reports false for an unknown or purged job.
-// Requests that waited for the job's reservation run after it.
-func (e *queueCore) removeJob(now uint64, id string, batch *persistence.Batch) bool {
+// Requests that waited for the job's reservation run after it. u notes
+// what it was, for a refusal.
+func (e *queueCore) removeJob(now uint64, id string, batch *persistence.Batch, u *undoLog) bool {
 	defer e.runDeferred(now, id)
 	if en := e.jobs[id]; en != nil {
-		e.detach(en)
-		delete(e.jobs, id)
-		en.state = stGone
-		e.unsched(en)
-		e.unbind(en.job)
-		e.releaseUnique(en.job)
-		e.decStored(en.job)
+		// the record is deleted while memory still has its payload
+		// (deleteRecord tells a payload stored apart by its absence)
+		u.noteJob(en)
 		deleteRecord(en.job, en.grp, en.override, batch)
-		e.dropPayload(en.job)
+		e.forgetJob(now, en)
 		return true
 	}
 	if t, ok := e.terminal[id]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
+		u.noteTerminal(t)
 		e.dropTerminal(t)
 		deleteTerminal(t, batch)
 		return true

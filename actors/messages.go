@@ -179,7 +179,10 @@ type OpenStream struct {
 	Queues   []string // empty: all queues
 	Prefetch int      // 0: unlimited, one job per batch
 	WorkerID string
-	Deliver  func([]protocol.Job)
+	// Deliver receives each batch dispatched to the stream, after it was
+	// committed; nil means the server ended the stream (the store refused
+	// to record a dispatch: its jobs are ready again) and nothing follows.
+	Deliver func([]protocol.Job)
 }
 
 // OpenStreamResponse names the new stream.

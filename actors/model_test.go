@@ -405,6 +405,13 @@ func (s *sim) persist(b *persistence.Batch, done func(error)) {
 	}
 }
 
+// toSelf runs a commit's continuation at once, as the commit was.
+func (s *sim) toSelf(m queueMsg) {
+	if d, ok := m.(*commitDone); ok {
+		d.then(s.now, d.err)
+	}
+}
+
 func (s *sim) toBudget(key string, msg budgetMsg) {
 	sb := s.budgets[key]
 	if sb == nil {

@@ -285,22 +285,24 @@ func (e *Engine) visibleJob(id string) error {
 // deleteJob, per job).
 func (e *queueCore) deleteJobs(now uint64, m *DeleteJobs, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	u := &undoLog{}
 	n := 0
 	for _, id := range m.IDs {
 		if en := e.jobs[id]; en != nil && m.Filter != nil && !m.Filter.MatchMeta(en.job, en.job.VisibleStatus(now)) {
 			continue
 		}
-		if e.removeJob(now, id, batch) {
+		if e.removeJob(now, id, batch, u) {
 			n++
 		}
 	}
-	e.persistThenReply(batch, reply, &CountResponse{N: n})
+	e.persistOrRestore(batch, reply, &CountResponse{N: n}, u)
 	e.pump(now)
 }
 
 // patchJobs applies a patch to a batch of jobs in one atomic write.
 func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	u := &undoLog{}
 	n := 0
 	var view *protocol.JobView
 	for _, id := range m.IDs {
@@ -323,6 +325,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 		if m.Filter != nil && !m.Filter.MatchMeta(en.job, en.job.VisibleStatus(now)) {
 			continue
 		}
+		u.noteJob(en)
 		e.patchEntry(now, en, m.Patch)
 		e.putRecord(en, batch)
 		n++
@@ -331,9 +334,9 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 		}
 	}
 	if m.Single {
-		e.persistThenReply(batch, reply, &JobResponse{Job: view})
+		e.persistOrRestore(batch, reply, &JobResponse{Job: view}, u)
 	} else {
-		e.persistThenReply(batch, reply, &CountResponse{N: n})
+		e.persistOrRestore(batch, reply, &CountResponse{N: n}, u)
 	}
 	e.pump(now)
 }

@@ -24,7 +24,7 @@ import (
 // Writes: j/, e/ and b/ keys through the group committer (persistence).
 type queueActor struct {
 	cfg    EngineConfig
-	store  *persistence.Store
+	store  persistence.JobStore
 	clock  Clock
 	timers Timers
 	log    *slog.Logger
@@ -34,6 +34,7 @@ type queueActor struct {
 	consumed  *consumedSet
 	ctx       actor.Context
 	root      *actor.RootContext
+	self      *actor.PID
 	scheduler *actor.PID
 	// budgets links each budget key to its actor; toBudgets lists the
 	// links with messages pending, flushed at the end of each Receive
@@ -123,6 +124,8 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 			a.handle(ctx, inner, now)
 		}
 		a.eng.endBatch(now)
+	case *commitDone:
+		m.then(now, m.err)
 	case *JobsDue:
 		a.eng.onJobsDue(now, m.IDs)
 	case *reapTick:
@@ -176,6 +179,7 @@ func (a *queueActor) replier(ctx actor.Context) func(any) {
 // actor serves anything.
 func (a *queueActor) start(ctx actor.Context, now uint64) {
 	a.budgets = make(map[string]*outLink[budgetMsg])
+	a.self = ctx.Self()
 	a.scheduler = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return newSchedulerActor(ctx.Self(), a.clock, a.timers, a.log.With("component", "scheduler"))
 	}))
@@ -239,6 +243,8 @@ func (a *queueActor) armReaper() {
 func (a *queueActor) persist(b *persistence.Batch, done func(error)) {
 	a.store.Submit(b, done)
 }
+
+func (a *queueActor) toSelf(m queueMsg) { a.root.Send(a.self, m) }
 
 func (a *queueActor) toBudget(key string, msg budgetMsg) {
 	if l := a.budgets[key]; l != nil && l.add(msg) {

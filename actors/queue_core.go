@@ -48,6 +48,9 @@ type EngineConfig struct {
 // it with protoactor and the store, tests with a recorder.
 type outbox interface {
 	persist(b *persistence.Batch, done func(error))
+	// toSelf sends a message to the queue actor; it may be called from
+	// any goroutine (commit callbacks use it to come back).
+	toSelf(m queueMsg)
 	toBudget(key string, msg budgetMsg)
 	spawnBudget(b protocol.Budget)
 	stopBudget(key string)

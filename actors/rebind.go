@@ -180,9 +180,11 @@ func (e *queueCore) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 	}
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	e.createBudgets(created, createdOrder, batch)
+	u := &undoLog{}
+	u.noteJob(en)
 	e.applyBindings(en, list)
 	e.putRecord(en, batch)
-	e.persistThenReply(batch, reply, &JobResponse{Job: j.View(now, false)})
+	e.persistOrRestoreRebind(batch, reply, &JobResponse{Job: j.View(now, false)}, u, createdOrder)
 	e.pump(now)
 }
 

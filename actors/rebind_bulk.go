@@ -70,6 +70,7 @@ func (e *queueCore) rebindJobs(now uint64, m *RebindJobs, reply func(any)) {
 	ids := append([]string(nil), m.IDs...)
 	sort.Strings(ids)
 	resp := &RebindJobsResponse{Blocked: []string{}}
+	u := &undoLog{}
 	single := &RebindJob{Op: m.Op, Binding: m.Binding}
 	for _, id := range ids {
 		en := e.jobs[id]
@@ -84,10 +85,11 @@ func (e *queueCore) rebindJobs(now uint64, m *RebindJobs, reply func(any)) {
 			resp.Blocked = append(resp.Blocked, id)
 			continue
 		}
+		u.noteJob(en)
 		e.applyBindings(en, list)
 		e.putRecord(en, batch)
 		resp.Changed++
 	}
-	e.persistThenReply(batch, reply, resp)
+	e.persistOrRestoreRebind(batch, reply, resp, u, createdOrder)
 	e.pump(now)
 }

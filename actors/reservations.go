@@ -48,11 +48,11 @@ func (e *queueCore) askNext(en *entry) {
 }
 
 // persistThenReply commits batch and answers with resp once it is durable
-// (or with the error that prevented it).
+// (or with the refusal, as storageError words it).
 func (e *queueCore) persistThenReply(batch *persistence.Batch, reply func(any), resp any) {
 	e.out.persist(batch, func(err error) {
 		if err != nil {
-			reply(err)
+			reply(storageError(err))
 			return
 		}
 		reply(resp)

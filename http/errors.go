@@ -29,6 +29,9 @@ var echoErrorText = map[int]string{
 	http.StatusRequestEntityTooLarge: "request body too large",
 }
 
+// retryAfterSeconds is the Retry-After of a 503.
+const retryAfterSeconds = "1"
+
 type errorBody struct {
 	Error     string   `json:"error" msgpack:"error"`
 	Supported []string `json:"supported,omitempty" msgpack:"supported,omitempty"`
@@ -99,6 +102,11 @@ func (a *API) handleError(err error, c echo.Context) {
 		a.log.Error("encode error body", "err", encErr)
 		_ = c.NoContent(http.StatusInternalServerError)
 		return
+	}
+	if status == http.StatusServiceUnavailable {
+		// the store refused a write, or the server stops: try again soon
+		// (SPEC §1.5)
+		c.Response().Header().Set("Retry-After", retryAfterSeconds)
 	}
 	if werr := c.Blob(status, f.ContentType(), b); werr != nil {
 		a.log.Debug("write error body", "err", werr, slog.Int("status", status))

@@ -102,12 +102,17 @@ func (a *API) take(c echo.Context) error {
 	w.Flush()
 
 	batches := make(chan []protocol.Job, 1)
+	ended := make(chan struct{}) // closed when the engine ends the stream
 	ctx := c.Request().Context()
 	id, err := a.engine.OpenStream(ctx, &actors.OpenStream{
 		Queues:   params.queues,
 		Prefetch: params.prefetch,
 		WorkerID: workerID,
 		Deliver: func(jobs []protocol.Job) {
+			if jobs == nil {
+				close(ended)
+				return
+			}
 			select {
 			case batches <- jobs:
 			default:
@@ -185,6 +190,9 @@ func (a *API) take(c echo.Context) error {
 				return nil
 			}
 			heartbeat.Reset(a.cfg.HeartbeatInterval)
+		case <-ended:
+			log.Warn("take stream ended by the server: the store refused to record a dispatch")
+			return nil
 		case <-ctx.Done():
 			return nil
 		case <-stalled.done:

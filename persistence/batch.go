@@ -18,6 +18,10 @@ type Batch struct {
 	err   error
 	marks []pendingMarks // group marks, written when the batch is sealed
 	kills []*Group       // groups whose last member left in this batch
+	// removed and killed are what the batch did to groups' bookkeeping
+	// (a member left; the group was deleted at Seal), for Revert.
+	removed []*Group
+	killed  []*Group
 }
 
 // NewBatch returns an empty batch; sync asks for fsync before it counts as

@@ -163,6 +163,7 @@ func (b *Batch) DeleteMember(g *Group, id string, attempts uint32, override bool
 		return
 	}
 	g.live--
+	b.removed = append(b.removed, g)
 	if g.live == 0 {
 		b.kills = append(b.kills, g)
 		return
@@ -197,16 +198,19 @@ func (b *Batch) fail(err error) {
 	}
 }
 
-// seal turns the batch's pending marks into writes, in submission order:
+// Seal turns the batch's pending marks into writes, in submission order:
 // each group gets its next mark sequence number, and a group whose last
 // member left in this batch is deleted with every mark it has (its pending
 // mark is not written). A group that died in an earlier batch gets nothing.
-func (b *Batch) seal() {
+// Submit calls it; a JobStore that refuses a batch without Submit calls it
+// too, so the groups' bookkeeping moves on as it does for a failed commit.
+func (b *Batch) Seal() {
 	for _, g := range b.kills {
 		if g.dead {
 			continue
 		}
 		g.dead = true
+		b.killed = append(b.killed, g)
 		b.del(groupKey(g.first))
 		for seq := range g.marks {
 			b.del(markKey(g.first, seq))
@@ -222,6 +226,23 @@ func (b *Batch) seal() {
 		b.ops = append(b.ops, op{key: key, val: pm.val})
 	}
 	b.marks, b.kills = nil, nil
+}
+
+// Revert undoes what a batch the store refused did to its groups'
+// bookkeeping: the members it removed count as live again and the groups it
+// deleted exist again. Call it for a refused batch only, before any later
+// batch is built on the same groups' bookkeeping being wrong (the queue
+// actor does it when the refusal reaches it; a batch built in between that
+// removed a group's last member has deleted it for good). Mark sequence
+// numbers the batch used stay used: marks only need to be distinct.
+func (b *Batch) Revert() {
+	for _, g := range b.removed {
+		g.live++
+	}
+	for _, g := range b.killed {
+		g.dead = false
+	}
+	b.removed, b.killed = nil, nil
 }
 
 // appendBytes appends a uvarint-length-prefixed byte string.

@@ -201,7 +201,7 @@ func (s *Store) Close() error {
 // the committer goroutine, after the batch is durable per its commit mode
 // (or with the error that prevented it); it must not block.
 func (s *Store) Submit(b *Batch, done func(error)) {
-	b.seal()
+	b.Seal()
 	if b.Empty() {
 		if done != nil {
 			done(nil)

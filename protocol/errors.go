@@ -16,7 +16,7 @@ const (
 	CodeConflict                      // the request conflicts with current state (409)
 	CodeUnprocessable                 // well-formed but impossible against server state (422)
 	CodeTooLarge                      // request body over the size limit (413)
-	CodeUnavailable                   // the server is shutting down (503)
+	CodeUnavailable                   // the server is shutting down or its store cannot write (503)
 	CodeForbidden                     // refused by policy, e.g. a cross-origin write (403)
 )
 
@@ -61,3 +61,9 @@ var (
 	// ErrShuttingDown answers requests that arrive while the server stops.
 	ErrShuttingDown = &Error{Code: CodeUnavailable, Message: "server is shutting down"}
 )
+
+// StorageUnavailable is the 503 of a write the store refused (SPEC §1.5),
+// naming the store's reason.
+func StorageUnavailable(reason error) *Error {
+	return Errorf(CodeUnavailable, "storage unavailable: %v", reason)
+}

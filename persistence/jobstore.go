@@ -1,0 +1,42 @@
+package persistence
+
+import (
+	"context"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// JobStore is what the engine needs of a store, in its own terms: commit a
+// batch of job and budget writes, rebuild memory at start, and read what
+// memory does not keep (payloads, whole jobs, error records). *Store is the
+// badger implementation; persistence/storetest wraps any JobStore to refuse
+// commits on demand.
+//
+// A commit is all or nothing: when done reports an error, none of the
+// batch's writes are stored.
+type JobStore interface {
+	// Submit queues b for commit; done is called once, from the store's
+	// goroutine and without blocking, when b is durable per its commit
+	// mode or with the error that refused it. An implementation seals b
+	// (Batch.Seal) before it commits or refuses it.
+	Submit(b *Batch, done func(error))
+	// Commit submits b and waits for the outcome (for callers outside
+	// actors).
+	Commit(ctx context.Context, b *Batch) error
+	// LoadBudgets returns every stored budget in key order.
+	LoadBudgets() ([]*protocol.Budget, error)
+	// ScanJobs calls fn with every stored job and where it is stored.
+	ScanJobs(fn func(*protocol.Job, Member) error) error
+	// GetJob reads one job with its payload (protocol.ErrJobNotFound when
+	// absent).
+	GetJob(id string) (*protocol.Job, error)
+	// LoadPayloads fills in the payloads jobs lack; jobs deleted since are
+	// left out.
+	LoadPayloads(jobs []protocol.Job) ([]protocol.Job, error)
+	// ListErrorsPage reads a page of a job's error records.
+	ListErrorsPage(id string, from uint32, hasFrom, desc bool, limit int) ([]protocol.ErrorRecord, error)
+	// GetError reads one error record of a job.
+	GetError(id string, attempt uint32) (*protocol.ErrorRecord, bool, error)
+}
+
+var _ JobStore = (*Store)(nil)
