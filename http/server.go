@@ -30,6 +30,9 @@ type Config struct {
 	// WriteTimeout bounds one write to a take stream (default 30 s).
 	WriteTimeout time.Duration
 	Logger       *slog.Logger
+	// AccessLog logs one info line per request once it is answered (a
+	// take stream's when it ends).
+	AccessLog bool
 }
 
 // API holds the handlers' dependencies.
@@ -59,7 +62,11 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = api.handleError
-	e.Use(api.serverHeader, api.recoverPanics)
+	e.Use(api.serverHeader)
+	if cfg.AccessLog {
+		e.Use(api.accessLog)
+	}
+	e.Use(api.recoverPanics)
 
 	e.GET("/health", api.health)
 	e.GET("/version", api.version)
@@ -150,6 +157,7 @@ func (a *API) reset(c echo.Context) error {
 	if err := a.engine.Reset(c.Request().Context()); err != nil {
 		return err
 	}
+	a.logReset(c)
 	return c.NoContent(http.StatusNoContent)
 }
 

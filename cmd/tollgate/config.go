@@ -46,6 +46,11 @@ type serveConfig struct {
 	// PprofAddr, when set, serves net/http/pprof on its own listener
 	// (diagnostics; keep it on loopback).
 	PprofAddr string
+	// AccessLog logs one info line per HTTP request (a take stream's when
+	// it ends).
+	AccessLog bool
+	// SlowCommit is the store commit duration logged at warn; 0 = never.
+	SlowCommit time.Duration
 }
 
 // durationValue is a flag.Value for SPEC §9 durations.
@@ -129,6 +134,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		DefaultCommitMode:   persistence.Buffered,
 		MaxBudgets:          8192,
 		GCHeadroomMiB:       128,
+		SlowCommit:          time.Second,
 	}
 	enqueueMode := persistence.CommitMode("")
 	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
@@ -158,6 +164,10 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("pprof-addr", "TOLLGATE_PPROF_ADDR", "serve /debug/pprof/ on this address, e.g. 127.0.0.1:6060 (diagnostics)")
 	fs.StringVar(&cfg.LogDir, "log-dir", "", "")
 	def("log-dir", "TOLLGATE_LOG_DIR", "write logs to <dir>/tollgate.log instead of stdout")
+	fs.BoolVar(&cfg.AccessLog, "access-log", false, "")
+	def("access-log", "TOLLGATE_ACCESS_LOG", "log one line per HTTP request: method, path, status, duration, bytes (true|false)")
+	fs.Var(durationValue{&cfg.SlowCommit}, "slow-commit-threshold", "")
+	def("slow-commit-threshold", "TOLLGATE_SLOW_COMMIT_THRESHOLD", "warn when writing to disk takes longer than this; 0 = never")
 	fs.Var(durationValue{&cfg.HeartbeatInterval}, "heartbeat-interval", "")
 	def("heartbeat-interval", "TOLLGATE_HEARTBEAT_INTERVAL", "idle time before a take-stream heartbeat")
 	fs.IntVar(&cfg.GlobalInFlightLimit, "global-in-flight-limit", cfg.GlobalInFlightLimit, "")
@@ -250,7 +260,7 @@ func (c *serveConfig) validate() error {
 }
 
 func printServeUsage(w io.Writer, fs *flag.FlagSet, specs []flagSpec) {
-	fmt.Fprintln(w, "Usage: tollgate [serve] [flags]\n       tollgate trace [--url URL] [--job ID] [--budget KEY] [--queue Q]\n       tollgate version\n\nFlags (each also read from its environment variable; the flag wins):")
+	fmt.Fprintln(w, "Usage: tollgate [serve] [flags]\n       tollgate trace [--url URL] [--job ID] [--budget KEY] [--queue Q] [--ca PEM] [--cert PEM --key PEM]\n       tollgate version (or --version)\n\nFlags (each also read from its environment variable; the flag wins):")
 	for _, s := range specs {
 		f := fs.Lookup(s.name)
 		dflt := f.DefValue
