@@ -24,7 +24,7 @@ func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 			notFound = append(notFound, id)
 			continue
 		}
-		e.observeAcked(en)
+		e.observeAcked(now, en)
 		e.leaveInFlight(en)
 		retention := uint64(e.cfg.CompletedRetention / time.Millisecond)
 		if r := en.job.Retention; r != nil && r.CompletedMs != nil {
@@ -88,7 +88,7 @@ func (e *queueCore) fail(now uint64, m *FailJob, reply func(any)) {
 		return
 	}
 	j := en.job
-	e.observeFailed(j)
+	e.observeFailed(now, j)
 	e.leaveInFlight(en)
 	j.Attempts++
 	j.FailedAt = now

@@ -278,9 +278,9 @@ func obsAllHooks(a *budgetActor, e *queueCore, en *entry, s *stream, ids []strin
 	a.tracer.budgetDeleted("k")
 	e.makeReadyTraceOnly(en)
 	e.observeEnqueued(en.job)
-	e.observeDispatched(en, s)
-	e.observeAcked(en)
-	e.observeFailed(en.job)
+	e.observeDispatched(1000, en, s)
+	e.observeAcked(1000, en)
+	e.observeFailed(1000, en.job)
 }
 
 // makeReadyTraceOnly is the trace call makeReady makes.
