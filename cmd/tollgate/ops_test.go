@@ -261,3 +261,21 @@ func TestOpsTraceOverMutualTLS(t *testing.T) {
 		t.Fatalf("no trace line; stderr: %s", stderr.String())
 	}
 }
+
+// TestOpsRecoveryLogged: after a crash with a job in flight, the start
+// says how many jobs recovery put back to ready.
+func TestOpsRecoveryLogged(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t)
+	coreEnqueueN(t, s.URL, "recq", 1)
+	tk := obsOpenTake(t, s, "recq", "w-rec", 1)
+	tk.next(t)
+	s.Kill()
+	tk.cancel()
+	<-tk.done
+	s.Restart()
+	l := opsWaitLog(t, s, "recovery: jobs that were in flight when the server stopped are ready again", nil)
+	if l.num("jobs") != 1 || l.str("level") != "INFO" {
+		t.Fatalf("recovery line: %v", l)
+	}
+}

@@ -229,7 +229,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	}()
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down")
+		log.Info("shutting down: take streams end and their jobs go back to ready")
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -243,7 +243,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	if err := store.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
-	log.Info("stopped")
+	log.Info("stopped: every acknowledged write is on disk")
 	return nil
 }
 
