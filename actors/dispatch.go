@@ -107,7 +107,7 @@ func (e *queueCore) dispatch(now uint64, en *entry, s *stream) {
 		}
 	}
 	s.outbox = append(s.outbox, en)
-	e.observeDispatched(en, s)
+	e.observeDispatched(now, en, s)
 }
 
 // internNames makes a job's queue, type and budget keys share one copy of

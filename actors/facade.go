@@ -236,10 +236,17 @@ func (e *Engine) StreamWritten(id uint64) {
 }
 
 // CloseStream ends a stream and waits until its in-flight jobs are durably
-// back to ready.
-func (e *Engine) CloseStream(ctx context.Context, id uint64) error {
-	_, err := e.call(ctx, &CloseStream{StreamID: id})
-	return err
+// back to ready; it returns how many jobs went back.
+func (e *Engine) CloseStream(ctx context.Context, id uint64) (int, error) {
+	res, err := e.call(ctx, &CloseStream{StreamID: id})
+	if err != nil {
+		return 0, err
+	}
+	r, _ := res.(*CloseStreamResponse)
+	if r == nil {
+		return 0, nil
+	}
+	return r.Requeued, nil
 }
 
 // Budgets lists every budget by key.

@@ -26,7 +26,7 @@ func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 			continue
 		}
 		u.noteJob(en)
-		e.observeAcked(en)
+		e.observeAcked(now, en)
 		e.leaveInFlight(en)
 		retention := uint64(e.cfg.CompletedRetention / time.Millisecond)
 		if r := en.job.Retention; r != nil && r.CompletedMs != nil {
@@ -92,7 +92,7 @@ func (e *queueCore) fail(now uint64, m *FailJob, reply func(any)) {
 	j := en.job
 	u := &undoLog{}
 	u.noteJob(en)
-	e.observeFailed(j)
+	e.observeFailed(now, j)
 	e.leaveInFlight(en)
 	j.Attempts++
 	j.FailedAt = now

@@ -194,6 +194,10 @@ type StreamWritten struct{ StreamID uint64 }
 // CloseStream ends a stream; its in-flight jobs return to ready.
 type CloseStream struct{ StreamID uint64 }
 
+// CloseStreamResponse answers CloseStream once the stream's jobs are back
+// to ready and durably so: Requeued counts them.
+type CloseStreamResponse struct{ Requeued int }
+
 // Done answers requests that return nothing but success.
 type Done struct{}
 

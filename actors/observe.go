@@ -343,6 +343,9 @@ type engineObs struct {
 
 type queueCounters struct {
 	enqueued, dispatched, acked, failed uint64
+	// wait: ready (the later of ready_at and the enqueue) to dispatched;
+	// run: dispatched to success or failure.
+	wait, run Histogram
 }
 
 func (e *queueCore) counters(queue string) *queueCounters {
@@ -359,21 +362,27 @@ func (e *queueCore) counters(queue string) *queueCounters {
 
 func (e *queueCore) observeEnqueued(j *protocol.Job) { e.counters(j.Queue).enqueued++ }
 
-func (e *queueCore) observeDispatched(en *entry, s *stream) {
-	e.counters(en.job.Queue).dispatched++
+func (e *queueCore) observeDispatched(now uint64, en *entry, s *stream) {
+	c := e.counters(en.job.Queue)
+	c.dispatched++
+	c.wait.observeMs(elapsedMs(now, max(en.job.ReadyAt, protocol.IDTimeMs(en.job.ID))))
 	if !e.tracer.on() {
 		return
 	}
 	e.tracer.emit(Event{Kind: EventDispatched, Actor: "queue", JobID: en.job.ID, Queue: en.job.Queue, Budgets: bindingKeys(en.job.Budgets), Stream: s.id, WorkerID: s.workerID})
 }
 
-func (e *queueCore) observeAcked(en *entry) {
-	e.counters(en.job.Queue).acked++
+func (e *queueCore) observeAcked(now uint64, en *entry) {
+	c := e.counters(en.job.Queue)
+	c.acked++
+	c.run.observeMs(elapsedMs(now, en.job.DequeuedAt))
 	e.tracer.job(EventAcked, en.job, 0)
 }
 
-func (e *queueCore) observeFailed(j *protocol.Job) {
-	e.counters(j.Queue).failed++
+func (e *queueCore) observeFailed(now uint64, j *protocol.Job) {
+	c := e.counters(j.Queue)
+	c.failed++
+	c.run.observeMs(elapsedMs(now, j.DequeuedAt))
 	e.tracer.job(EventFailed, j, 0)
 }
 
@@ -384,6 +393,9 @@ type QueueMetrics struct {
 	Ready, Parked, Scheduled, InFlight  int
 	Completed, Dead                     int
 	Enqueued, Dispatched, Acked, Failed uint64
+	// Wait: from ready to dispatched; Run: from dispatched to success or
+	// failure (since the server started).
+	Wait, Run Histogram
 }
 
 // metrics answers a MetricsRequest. It walks every job the queue
@@ -429,6 +441,7 @@ func (e *queueCore) metrics(now uint64) *metricsSnapshot {
 	for q, c := range e.obs.queues {
 		m := get(q)
 		m.Enqueued, m.Dispatched, m.Acked, m.Failed = c.enqueued, c.dispatched, c.acked, c.failed
+		m.Wait, m.Run = c.wait, c.run
 	}
 	snap := &metricsSnapshot{Streams: len(e.streams), Budgets: make([]string, 0, len(e.budgets))}
 	for _, m := range per {

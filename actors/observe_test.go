@@ -279,9 +279,9 @@ func obsAllHooks(a *budgetActor, e *queueCore, en *entry, s *stream, ids []strin
 	a.tracer.budgetDeleted("k")
 	e.makeReadyTraceOnly(en)
 	e.observeEnqueued(en.job)
-	e.observeDispatched(en, s)
-	e.observeAcked(en)
-	e.observeFailed(en.job)
+	e.observeDispatched(1000, en, s)
+	e.observeAcked(1000, en)
+	e.observeFailed(1000, en.job)
 }
 
 // makeReadyTraceOnly is the trace call makeReady makes.
@@ -415,7 +415,11 @@ func TestObserveTimeBasedDispatch(t *testing.T) {
 	m, err := e.Metrics(ctx)
 	require.NoError(t, err)
 	require.Len(t, m.Queues, 1)
-	require.Equal(t, QueueMetrics{Queue: "q", Ready: 2, Parked: 2, InFlight: 6, Enqueued: 8, Dispatched: 6}, m.Queues[0])
+	got := m.Queues[0]
+	require.EqualValues(t, 6, got.Wait.Count, "one queue-wait observation per dispatch")
+	require.Zero(t, got.Run.Count, "nothing finished yet")
+	got.Wait, got.Run = Histogram{}, Histogram{}
+	require.Equal(t, QueueMetrics{Queue: "q", Ready: 2, Parked: 2, InFlight: 6, Enqueued: 8, Dispatched: 6}, got)
 	require.Len(t, m.Budgets, 1)
 	require.Equal(t, 2, m.Budgets[0].Parked)
 	require.Equal(t, 1, m.Streams)
@@ -492,7 +496,11 @@ func TestObserveWhileInFlightWake(t *testing.T) {
 	m, err := e.Metrics(ctx)
 	require.NoError(t, err)
 	require.Empty(t, m.Budgets)
-	require.Equal(t, QueueMetrics{Queue: "q", Enqueued: 3, Dispatched: 3, Acked: 3}, m.Queues[0])
+	got := m.Queues[0]
+	require.EqualValues(t, 3, got.Wait.Count, "one queue-wait observation per dispatch")
+	require.EqualValues(t, 3, got.Run.Count, "one run-time observation per ack")
+	got.Wait, got.Run = Histogram{}, Histogram{}
+	require.Equal(t, QueueMetrics{Queue: "q", Enqueued: 3, Dispatched: 3, Acked: 3}, got)
 }
 
 // TestObserveTimerEventsCarryThePoolLevel: timer_armed, timer_fired and

@@ -38,7 +38,7 @@ func (e *queueCore) streamWritten(now uint64, id uint64) {
 func (e *queueCore) closeStream(now uint64, id uint64, reply func(any)) {
 	s := e.streams[id]
 	if s == nil {
-		reply(&Done{})
+		reply(&CloseStreamResponse{})
 		return
 	}
 	s.closed = true
@@ -66,7 +66,8 @@ func (e *queueCore) closeStream(now uint64, id uint64, reply func(any)) {
 	}
 	s.outbox = nil
 	e.publishConsumed()
-	e.out.persist(batch, func(error) { reply(&Done{}) })
+	requeued := len(ids)
+	e.out.persist(batch, func(error) { reply(&CloseStreamResponse{Requeued: requeued}) })
 	e.pump(now)
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"runtime"
 	"strings"
 	"testing"
@@ -395,5 +397,27 @@ func TestPhaseReportLines(t *testing.T) {
 	rep.writeText(&b)
 	if !strings.Contains(b.String(), "backlog.restart            skipped: external server") {
 		t.Errorf("report lacks the skipped restart:\n%s", b.String())
+	}
+}
+
+// TestHelpShowsRealDefaults: --help prints the defaults a run uses (not
+// the zero values the flags are declared with) and each scenario's
+// overrides.
+func TestHelpShowsRealDefaults(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parseConfig([]string{"--help"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	help := out.String()
+	for _, want := range []string{
+		"jobs to enqueue (cap in --duration mode) (default 100000)",
+		"prefetch of each take stream (0 = unlimited) (default 100)",
+		"stop and report after this long (default 2m)\n",
+		"  rate          --budget-alloc=2000 --budget-duration=1s --jobs=20000 --prefetch=500\n",
+		"  --tiny        --ack-batch=50",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help lacks %q:\n%s", want, help)
+		}
 	}
 }

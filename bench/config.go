@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 )
@@ -190,12 +191,12 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 	fs.DurationVar(&c.BudgetDuration, "budget-duration", 0, "time_based budget duration (rate)")
 	fs.IntVar(&c.BudgetBurst, "budget-burst", 0, "time_based budget burst (rate; 0 = unset)")
 	fs.IntVar(&c.Budgets, "budgets", 0, "number of budgets (many-budgets)")
-	fs.IntVar(&c.Parked, "parked", 0, "many-budgets: jobs parked on each budget beyond its allocation (default 100)")
+	fs.IntVar(&c.Parked, "parked", 0, "many-budgets: jobs parked on each budget beyond its allocation")
 	fs.IntVar(&c.Cost, "cost", 0, "cost of each job on each of its budgets")
 	fs.Float64Var(&c.KillAt, "kill-at", 0, "restart: kill after this fraction of the jobs (or of --duration)")
 	fs.IntVar(&c.Kills, "kills", 0, "restart: number of kill -9 / restart cycles")
 	fs.StringVar(&c.Queue, "queue", "", "queue name (default bench-<run id>)")
-	fs.DurationVar(&c.Timeout, "timeout", 0, "stop and report after this long (default 2m)")
+	fs.DurationVar(&c.Timeout, "timeout", 0, "stop and report after this long")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 0, "after the producers finish, stop when nothing moved for this long")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", 0, "timeout of each non-streaming request")
 	fs.DurationVar(&c.Progress, "progress", 0, "progress line interval on stderr (0 = none)")
@@ -204,10 +205,14 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 	fs.BoolVar(&c.Tiny, "tiny", false, "preset small enough for CI (a few seconds)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "harness log level: debug, info, warn, error")
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write the harness's own CPU profile (client side) to this file")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./bench [flags]\n\nFlags left unset take the scenario's default (see config.go).\n\n")
-		fs.PrintDefaults()
-	}
+	// Show the defaults a run really uses: the global ones on each flag,
+	// then what each scenario and --tiny change.
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := globalDefaults[f.Name]; ok {
+			f.DefValue = v
+		}
+	})
+	fs.Usage = func() { printUsage(fs) }
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -238,6 +243,42 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 		return c, err
 	}
 	return c, c.validate()
+}
+
+// printUsage prints the flags with their global defaults, then the
+// overrides of each scenario and of --tiny.
+func printUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintf(w, "usage: go run ./bench [flags]\n\n")
+	fs.PrintDefaults()
+	fmt.Fprintf(w, "\nScenario defaults (over the ones above; flags given win):\n")
+	for _, name := range scenarioNames {
+		fmt.Fprintf(w, "  %-13s %s\n", name, formatDefaults(scenarioDefaults[name]))
+	}
+	fmt.Fprintf(w, "  %-13s %s\n", "--tiny", formatDefaults(tinyDefaults[""]))
+	for _, name := range scenarioNames {
+		if d, ok := tinyDefaults[name]; ok {
+			fmt.Fprintf(w, "  %-13s %s\n", "--tiny "+name, formatDefaults(d))
+		}
+	}
+	fmt.Fprintf(w, "  many-budgets also derives --jobs and --prefetch (see --parked).\n")
+}
+
+// formatDefaults renders overrides as sorted --name=value pairs.
+func formatDefaults(d defaults) string {
+	if len(d) == 0 {
+		return "(none)"
+	}
+	names := make([]string, 0, len(d))
+	for k := range d {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = "--" + k + "=" + d[k]
+	}
+	return strings.Join(parts, " ")
 }
 
 // heldPerBudget is how many jobs of cost --cost fit in flight on one

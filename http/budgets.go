@@ -91,6 +91,7 @@ func (a *API) createBudget(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	a.logBudgetChange(c, "created", key, b)
 	return a.reply(c, http.StatusCreated, b)
 }
 
@@ -99,10 +100,15 @@ func (a *API) putBudget(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b, _, err := a.engine.CreateBudget(c.Request().Context(), key, def, true)
+	b, created, err := a.engine.CreateBudget(c.Request().Context(), key, def, true)
 	if err != nil {
 		return err
 	}
+	what := "replaced"
+	if created {
+		what = "created"
+	}
+	a.logBudgetChange(c, what, key, b)
 	return a.reply(c, http.StatusOK, b)
 }
 
@@ -130,6 +136,7 @@ func (a *API) patchBudget(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	a.logBudgetChange(c, "updated", key, b)
 	return a.reply(c, http.StatusOK, b)
 }
 
@@ -144,5 +151,6 @@ func (a *API) deleteBudget(c echo.Context) error {
 	if err := a.engine.DeleteBudget(c.Request().Context(), key); err != nil {
 		return err
 	}
+	a.logBudgetChange(c, "deleted", key, nil)
 	return c.NoContent(http.StatusNoContent)
 }

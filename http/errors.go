@@ -97,7 +97,7 @@ func (a *API) handleError(err error, c echo.Context) {
 	if ferr != nil || status == http.StatusNotAcceptable {
 		f = protocol.JSON
 	}
-	b, encErr := protocol.Encode(f, body)
+	b, encErr := encodeBody(f, body)
 	if encErr != nil {
 		a.log.Error("encode error body", "err", encErr)
 		_ = c.NoContent(http.StatusInternalServerError)

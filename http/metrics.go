@@ -32,6 +32,7 @@ type engineCollector struct {
 	streams, subscribers, scrapeError       *prometheus.Desc
 	budgetAllocation, budgetCapacity        *prometheus.Desc
 	headAffordableAt                        *prometheus.Desc
+	queueWait, runTime                      *prometheus.Desc
 	jobStatuses                             []protocol.Status
 	budgetLabels, queueLabels, statusLabels []string
 }
@@ -64,6 +65,8 @@ func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollecto
 		streams:          d("tollgate_take_streams", "Open take streams.", nil, nil),
 		subscribers:      d("tollgate_trace_subscribers", "Open /debug/trace streams.", nil, nil),
 		scrapeError:      d("tollgate_scrape_error", "1 when the engine did not answer this scrape.", nil, nil),
+		queueWait:        d("tollgate_job_queue_wait_seconds", "Time from a job being ready (the later of its ready_at and its enqueue) to its dispatch, by queue; parked time included.", q, nil),
+		runTime:          d("tollgate_job_run_seconds", "Time from a job's dispatch to its success or failure report, by queue.", q, nil),
 		jobStatuses:      []protocol.Status{protocol.StatusReady, protocol.StatusScheduled, protocol.StatusInFlight, protocol.StatusCompleted, protocol.StatusDead},
 	}
 }
@@ -72,7 +75,8 @@ func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollecto
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.dispatched, c.acked, c.failed,
 		c.tokens, c.inFlight, c.held, c.budgetParked, c.budgetDispatches, c.refusals, c.wakeAt,
-		c.headAffordableAt, c.budgetAllocation, c.budgetCapacity, c.streams, c.subscribers, c.scrapeError} {
+		c.headAffordableAt, c.budgetAllocation, c.budgetCapacity, c.streams, c.subscribers, c.scrapeError,
+		c.queueWait, c.runTime} {
 		ch <- d
 	}
 }
@@ -107,6 +111,8 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.dispatched, float64(q.Dispatched), q.Queue)
 		counter(c.acked, float64(q.Acked), q.Queue)
 		counter(c.failed, float64(q.Failed), q.Queue)
+		ch <- constHistogram(c.queueWait, &q.Wait, q.Queue)
+		ch <- constHistogram(c.runTime, &q.Run, q.Queue)
 	}
 	for _, b := range m.Budgets {
 		gauge(c.tokens, b.Tokens, b.Key, string(b.Definition.Strategy.Type))
@@ -126,6 +132,18 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.streams, float64(m.Streams))
 	gauge(c.subscribers, float64(m.Subscribers))
+}
+
+// constHistogram turns an actor-kept histogram into a Prometheus one
+// (whose buckets are cumulative).
+func constHistogram(d *prometheus.Desc, h *actors.Histogram, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(actors.LatencyBuckets))
+	var cum uint64
+	for i, le := range actors.LatencyBuckets {
+		cum += h.Counts[i]
+		buckets[le] = cum
+	}
+	return prometheus.MustNewConstHistogram(d, h.Count, h.SumSeconds, buckets, labels...)
 }
 
 // metricsHandler serves GET /metrics in the Prometheus text format (or

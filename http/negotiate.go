@@ -97,11 +97,22 @@ func (a *API) reply(c echo.Context, status int, v any) error {
 	if err != nil {
 		return err
 	}
-	b, err := protocol.Encode(f, v)
+	b, err := encodeBody(f, v)
 	if err != nil {
 		return fmt.Errorf("http: encode response: %w", err)
 	}
 	return c.Blob(status, f.ContentType(), b)
+}
+
+// encodeBody encodes a response body; a JSON body ends with a newline, as
+// curl users and line-oriented tools expect (msgpack bodies are binary and
+// get nothing).
+func encodeBody(f protocol.Format, v any) ([]byte, error) {
+	b, err := protocol.Encode(f, v)
+	if err != nil || f != protocol.JSON {
+		return b, err
+	}
+	return append(b, '\n'), nil
 }
 
 // readAllSized is io.ReadAll with the buffer sized from the declared

@@ -40,6 +40,9 @@ type Config struct {
 	// it, in bytes (default 4 MiB).
 	StreamBufferLimit int64
 	Logger            *slog.Logger
+	// AccessLog logs one info line per request once it is answered (a
+	// take stream's when it ends).
+	AccessLog bool
 }
 
 // API holds the handlers' dependencies.
@@ -74,7 +77,11 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = api.handleError
-	e.Use(api.serverHeader, api.recoverPanics, api.refuseCrossOrigin)
+	e.Use(api.serverHeader)
+	if cfg.AccessLog {
+		e.Use(api.accessLog)
+	}
+	e.Use(api.recoverPanics, api.refuseCrossOrigin)
 
 	e.GET("/health", api.health)
 	e.GET("/version", api.version)
@@ -165,6 +172,7 @@ func (a *API) reset(c echo.Context) error {
 	if err := a.engine.Reset(c.Request().Context()); err != nil {
 		return err
 	}
+	a.logReset(c)
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -125,14 +125,23 @@ func (a *API) take(c echo.Context) error {
 		return nil
 	}
 	log := a.log.With("worker_id", workerID)
-	log.Debug("take stream opened", "queues", params.queues, "prefetch", params.prefetch)
+	queues := "all"
+	if len(params.queues) > 0 {
+		queues = strings.Join(params.queues, ",")
+	}
+	log.Info("worker connected: take stream opened", "queues", queues, "prefetch", params.prefetch,
+		"remote_addr", c.Request().RemoteAddr)
+	opened := time.Now()
+	sent := 0
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := a.engine.CloseStream(cctx, id); err != nil {
+		requeued, err := a.engine.CloseStream(cctx, id)
+		if err != nil {
 			log.Error("take stream: close failed", "err", err)
 		}
-		log.Debug("take stream closed")
+		log.Info("worker disconnected: take stream closed", "queues", queues, "jobs_sent", sent,
+			"jobs_returned_to_ready", requeued, "open_for", time.Since(opened).Round(time.Millisecond).String())
 	}()
 
 	rc := http.NewResponseController(w.Writer)
@@ -183,6 +192,7 @@ func (a *API) take(c echo.Context) error {
 			if !write(buf) {
 				return nil
 			}
+			sent += len(jobs)
 			a.engine.StreamWritten(id)
 			heartbeat.Reset(a.cfg.HeartbeatInterval)
 		case <-heartbeat.C:

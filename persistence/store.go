@@ -57,6 +57,13 @@ type Config struct {
 	MaxGroupBytes int
 	// GCInterval is the value-log GC period (default 5 minutes).
 	GCInterval time.Duration
+	// SlowCommit is the commit duration above which a group commit is
+	// logged at warn, with its size (default 1 s; negative: never). A slow
+	// disk shows here before clients time out.
+	SlowCommit time.Duration
+	// Now reads the clock to time commits (default time.Now); tests
+	// inject a clock to make a commit look slow.
+	Now func() time.Time
 }
 
 // Store is tollgate's badger store.
@@ -86,6 +93,12 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if cfg.GCInterval <= 0 {
 		cfg.GCInterval = 5 * time.Minute
+	}
+	if cfg.SlowCommit == 0 {
+		cfg.SlowCommit = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	opts := badger.DefaultOptions(cfg.Dir).
 		WithLogger(badgerLogger{cfg.Logger}).
@@ -283,7 +296,9 @@ func (s *Store) commitGroup(group []*commit) {
 			return
 		}
 	}
+	start := s.cfg.Now()
 	err := s.apply(group)
+	s.noteSlowCommit(start, group, err)
 	if errors.Is(err, badger.ErrTxnTooBig) && len(group) > 1 {
 		for _, c := range group {
 			s.commitGroup([]*commit{c})
@@ -304,6 +319,23 @@ func (s *Store) commitGroup(group []*commit) {
 			c.done(err)
 		}
 	}
+}
+
+// noteSlowCommit logs a group commit that took longer than SlowCommit.
+func (s *Store) noteSlowCommit(start time.Time, group []*commit, err error) {
+	took := s.cfg.Now().Sub(start)
+	if s.cfg.SlowCommit < 0 || took <= s.cfg.SlowCommit || err != nil {
+		return
+	}
+	size := 0
+	sync := false
+	for _, c := range group {
+		size += c.batch.size
+		sync = sync || c.batch.sync
+	}
+	s.log.Warn("slow commit: the disk took longer than expected to store acknowledged writes",
+		"took_ms", took.Milliseconds(), "threshold_ms", s.cfg.SlowCommit.Milliseconds(),
+		"writes", len(group), "bytes", size, "fsync", sync)
 }
 
 func (s *Store) apply(group []*commit) error {

@@ -182,3 +182,13 @@ func ValidID(s string) bool {
 	}
 	return true
 }
+
+// IDTimeMs is the Unix millisecond timestamp an ID was minted at (its top
+// 48 bits), or 0 when s is not an ID.
+func IDTimeMs(s string) uint64 {
+	k, ok := ParseIDKey(s)
+	if !ok {
+		return 0
+	}
+	return k.Hi >> 16
+}

@@ -59,6 +59,11 @@ type serveConfig struct {
 	// AllowOrigins lists the origins besides the server's own whose
 	// browsers may send state-changing requests (SPEC §1.5).
 	AllowOrigins []string
+	// AccessLog logs one info line per HTTP request (a take stream's when
+	// it ends).
+	AccessLog bool
+	// SlowCommit is the store commit duration logged at warn; 0 = never.
+	SlowCommit time.Duration
 }
 
 // durationValue is a flag.Value for SPEC §9 durations.
@@ -196,6 +201,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		GCHeadroomMiB:       128,
 		LogMaxSizeMiB:       100,
 		LogMaxFiles:         5,
+		SlowCommit:          time.Second,
 	}
 	enqueueMode := persistence.CommitMode("")
 	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
@@ -231,6 +237,10 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("log-max-files", "TOLLGATE_LOG_MAX_FILES", "with --log-dir: rotated log files kept (older ones are deleted)")
 	fs.Var(listValue{&cfg.AllowOrigins}, "allow-origin", "")
 	def("allow-origin", "TOLLGATE_ALLOW_ORIGIN", "origins (comma list, or repeat the flag; * = any) whose web pages may send POST/PUT/PATCH/DELETE besides the server's own")
+	fs.BoolVar(&cfg.AccessLog, "access-log", false, "")
+	def("access-log", "TOLLGATE_ACCESS_LOG", "log one line per HTTP request: method, path, status, duration, bytes (true|false)")
+	fs.Var(durationValue{&cfg.SlowCommit}, "slow-commit-threshold", "")
+	def("slow-commit-threshold", "TOLLGATE_SLOW_COMMIT_THRESHOLD", "warn when writing to disk takes longer than this; 0 = never")
 	fs.Var(durationValue{&cfg.HeartbeatInterval}, "heartbeat-interval", "")
 	def("heartbeat-interval", "TOLLGATE_HEARTBEAT_INTERVAL", "idle time before a take-stream heartbeat")
 	fs.Var(durationValue{&cfg.StreamStallTimeout}, "stream-stall-timeout", "")
@@ -338,7 +348,7 @@ func (c *serveConfig) validate() error {
 }
 
 func printServeUsage(w io.Writer, fs *flag.FlagSet, specs []flagSpec) {
-	fmt.Fprintln(w, "Usage: tollgate [serve] [flags]\n       tollgate trace [--url URL] [--job ID] [--budget KEY] [--queue Q]\n       tollgate version\n\nFlags (each also read from its environment variable; the flag wins):")
+	fmt.Fprintln(w, "Usage: tollgate [serve] [flags]\n       tollgate trace [--url URL] [--job ID] [--budget KEY] [--queue Q] [--ca PEM] [--cert PEM --key PEM]\n       tollgate version (or --version)\n\nFlags (each also read from its environment variable; the flag wins):")
 	for _, s := range specs {
 		f := fs.Lookup(s.name)
 		dflt := f.DefValue

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -37,6 +38,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
+	}
+	if cmd == "serve" && len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		cmd = "version"
 	}
 	switch cmd {
 	case "serve":
@@ -154,7 +158,15 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 			return err
 		}
 	}
-	store, err := persistence.Open(persistence.Config{Dir: filepath.Join(cfg.RootDir, "data"), Logger: log.With("component", "store")})
+	rootDir, err := filepath.Abs(cfg.RootDir)
+	if err != nil {
+		return fmt.Errorf("--root-dir: %w", err)
+	}
+	slowCommit := cfg.SlowCommit
+	if slowCommit == 0 {
+		slowCommit = -1 // never
+	}
+	store, err := persistence.Open(persistence.Config{Dir: filepath.Join(rootDir, "data"), Logger: log.With("component", "store"), SlowCommit: slowCommit})
 	if err != nil {
 		return err
 	}
@@ -185,9 +197,14 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	defer engine.Stop()
 
 	e, api := httpapi.New(httpapi.Config{Version: Version, HeartbeatInterval: cfg.HeartbeatInterval, AllowOrigins: cfg.AllowOrigins, Logger: log,
-		StreamStallTimeout: cfg.StreamStallTimeout, StreamBufferLimit: cfg.StreamBufferLimit}, engine)
+		AccessLog: cfg.AccessLog, StreamStallTimeout: cfg.StreamStallTimeout, StreamBufferLimit: cfg.StreamBufferLimit}, engine)
+	fresh := &freshConns{}
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		ConnContext: httpapi.ConnContext}
+		ConnContext: httpapi.ConnContext, ConnState: fresh.track}
+	// http.Server.Shutdown waits 5 s before closing a connection that never
+	// sent a request; nothing is lost by closing those as soon as the
+	// listener is closed (RegisterOnShutdown runs then).
+	srv.RegisterOnShutdown(fresh.closeAll)
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	scheme := "http"
@@ -202,10 +219,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	stats := engine.Stats()
-	log.Info("tollgate started", "version", Version, "api_version", httpapi.APIVersion, "root_dir", cfg.RootDir,
-		"recovered_in_flight", stats.Recovered, "ready", stats.Ready, "scheduled", stats.Scheduled,
-		"retained", stats.Retained, "budgets", stats.Budgets)
+	logStarted(log, rootDir, engine.Stats())
 	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme)
 
 	errc := make(chan error, 1)
@@ -218,7 +232,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	}()
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down")
+		log.Info("shutting down: take streams end and their jobs go back to ready")
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -232,7 +246,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	if err := store.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
-	log.Info("stopped")
+	log.Info("stopped: every acknowledged write is on disk")
 	return nil
 }
 
@@ -259,6 +273,47 @@ func loadTLS(cfg *serveConfig) (*tls.Config, error) {
 		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return c, nil
+}
+
+// logStarted says what the server found on disk: where its data lives
+// and what recovery did.
+func logStarted(log *slog.Logger, rootDir string, stats actors.StartupStats) {
+	log.Info("tollgate started", "version", Version, "api_version", httpapi.APIVersion, "root_dir", rootDir,
+		"recovered_in_flight", stats.Recovered, "ready", stats.Ready, "scheduled", stats.Scheduled,
+		"retained", stats.Retained, "budgets", stats.Budgets)
+	if stats.Recovered > 0 {
+		log.Info("recovery: jobs that were in flight when the server stopped are ready again",
+			"jobs", stats.Recovered)
+	}
+}
+
+// freshConns tracks connections that have not sent a request yet, so that
+// shutdown can close them at once.
+type freshConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (f *freshConns) track(c net.Conn, state http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if state == http.StateNew {
+		if f.conns == nil {
+			f.conns = make(map[net.Conn]struct{})
+		}
+		f.conns[c] = struct{}{}
+		return
+	}
+	delete(f.conns, c)
+}
+
+func (f *freshConns) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		_ = c.Close()
+	}
+	clear(f.conns)
 }
 
 // startCPUProfile profiles the process into path until stop is called.

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -26,6 +28,10 @@ type traceConfig struct {
 	Budget string
 	Queue  string
 	Color  string
+	// CA, Cert and Key reach a TLS server: CA verifies its certificate
+	// (default: the system roots), Cert and Key are the client
+	// certificate a server with --tls-client-ca requires.
+	CA, Cert, Key string
 }
 
 // traceEvent is one event of GET /debug/trace as the CLI reads it.
@@ -60,9 +66,13 @@ func parseTrace(args []string, stderr io.Writer) (*traceConfig, error) {
 	fs.StringVar(&cfg.Budget, "budget", "", "")
 	fs.StringVar(&cfg.Queue, "queue", "", "")
 	fs.StringVar(&cfg.Color, "color", cfg.Color, "")
+	fs.StringVar(&cfg.CA, "ca", "", "")
+	fs.StringVar(&cfg.Cert, "cert", "", "")
+	fs.StringVar(&cfg.Key, "key", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stderr, `Usage: tollgate trace [--url URL] [--job ID] [--budget KEY] [--queue Q] [--color auto|always|never]
+                      [--ca PEM] [--cert PEM --key PEM]
 
 Follows GET /debug/trace and prints one line per dispatch event: a job
 becoming ready, reservations granted or refused (tokens before -> after),
@@ -74,6 +84,10 @@ Filters take comma-separated lists and combine with AND.
   --budget   only events of these budget keys
   --queue    only events of these queues
   --color    auto = colour when stdout is a terminal and NO_COLOR is unset
+  --ca       https: CA certificate(s) that signed the server's certificate
+             (default: the system's roots)
+  --cert     https: client certificate, for a server run with --tls-client-ca
+  --key      https: the client certificate's private key
 `)
 			return nil, err
 		}
@@ -90,6 +104,12 @@ Filters take comma-separated lists and combine with AND.
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errorf("invalid --url %q: expected http://host:port", cfg.URL)
+	}
+	if (cfg.Cert == "") != (cfg.Key == "") {
+		return nil, errorf("--cert and --key must be given together")
+	}
+	if (cfg.CA != "" || cfg.Cert != "") && u.Scheme != "https" {
+		return nil, errorf("--ca, --cert and --key need an https:// --url")
 	}
 	return cfg, nil
 }
@@ -137,7 +157,11 @@ func followTrace(ctx context.Context, cfg *traceConfig, p *tracePrinter) error {
 		return err
 	}
 	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := http.DefaultClient.Do(req)
+	client, err := traceClient(cfg)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -171,6 +195,35 @@ func followTrace(ctx context.Context, cfg *traceConfig, p *tracePrinter) error {
 		return err
 	}
 	return errors.New("the server closed the trace stream")
+}
+
+// traceClient is the HTTP client for the trace stream: the default one, or
+// one with the CA and client certificate the flags name.
+func traceClient(cfg *traceConfig) (*http.Client, error) {
+	if cfg.CA == "" && cfg.Cert == "" {
+		return http.DefaultClient, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.CA != "" {
+		pem, err := os.ReadFile(cfg.CA)
+		if err != nil {
+			return nil, fmt.Errorf("--ca: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca: no certificates in %s", cfg.CA)
+		}
+	}
+	if cfg.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("--cert/--key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	return &http.Client{Transport: tr}, nil
 }
 
 // ANSI colours.

@@ -2,13 +2,15 @@
 // it builds the binary once per test process, runs it on a free port with a
 // root directory in a temp dir, waits until it serves, and stops it with
 // SIGTERM (or SIGKILL, for crash tests). Tests then speak HTTP to it as any
-// client would.
+// client would. A package that uses it runs its tests through Main, which
+// removes the binary afterwards.
 package servertest
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,6 +58,29 @@ func Binary(t testing.TB) string {
 	return buildPath
 }
 
+// Main runs a test package's tests (call it from TestMain) and then
+// removes the binary Binary built, so no run leaves one in the temp dir.
+// It returns the exit code for os.Exit.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if err := RemoveBinary(); err != nil {
+		fmt.Fprintln(os.Stderr, "servertest:", err)
+	}
+	return code
+}
+
+// RemoveBinary deletes the binary Binary built, and its temp directory,
+// if one was built; later calls to Binary fail.
+func RemoveBinary() error {
+	buildOnce.Do(func() { buildErr = errors.New("servertest: the binary was removed") })
+	if buildPath == "" {
+		return nil
+	}
+	dir := filepath.Dir(buildPath)
+	buildPath, buildErr = "", errors.New("servertest: the binary was removed")
+	return os.RemoveAll(dir)
+}
+
 // Server is one running tollgate process.
 type Server struct {
 	t       testing.TB
@@ -63,6 +88,9 @@ type Server struct {
 	Args    []string
 	URL     string // e.g. http://127.0.0.1:43121
 	Addr    string // e.g. 127.0.0.1:43121
+
+	// client checks readiness; StartTLS sets one that trusts the server.
+	client *http.Client
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -76,6 +104,17 @@ type Server struct {
 func Start(t testing.TB, extraArgs ...string) *Server {
 	t.Helper()
 	return StartIn(t, t.TempDir(), extraArgs...)
+}
+
+// StartTLS runs tollgate with TLS flags among extraArgs; client must
+// reach it (trust its CA, carry a client certificate under mTLS). URL is
+// https://.
+func StartTLS(t testing.TB, client *http.Client, extraArgs ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, RootDir: t.TempDir(), Args: extraArgs, client: client}
+	s.start()
+	t.Cleanup(func() { s.Stop() })
+	return s
 }
 
 // StartIn runs tollgate on the given root dir (use it to restart on the same
@@ -137,6 +176,9 @@ func (s *Server) start() {
 	case addr := <-addrCh:
 		s.Addr = addr
 		s.URL = "http://" + addr
+		if s.client != nil {
+			s.URL = "https://" + addr
+		}
 	case <-s.done:
 		t.Fatalf("tollgate exited before listening: %v\n%s", s.exit, s.Logs())
 	case <-time.After(60 * time.Second):
@@ -146,9 +188,13 @@ func (s *Server) start() {
 }
 
 func (s *Server) waitHealthy() {
+	client := s.client
+	if client == nil {
+		client = http.DefaultClient
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(s.URL + "/health")
+		resp, err := client.Get(s.URL + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
