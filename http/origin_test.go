@@ -59,7 +59,7 @@ func TestRefuseCrossOrigin(t *testing.T) {
 			if w.Code != tc.want {
 				t.Fatalf("status %d, want %d (body %s)", w.Code, tc.want, w.Body)
 			}
-			if tc.want == 403 && w.Body.String() != `{"error":"cross-origin request refused"}` {
+			if tc.want == 403 && w.Body.String() != `{"error":"cross-origin request refused"}`+"\n" {
 				t.Errorf("body %s", w.Body)
 			}
 		})
