@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/http/ui"
 )
 
 // APIVersion is the upstream API level tollgate implements (GET /version).
@@ -103,6 +104,12 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	e.GET("/budgets/:key/state", api.budgetState)
 	e.GET("/debug/trace", api.trace)
 	e.GET("/metrics", api.metricsHandler())
+
+	// the dashboard and the read endpoints only it needed (dashboard_api.go)
+	e.GET("/stats", api.stats)
+	e.GET("/budgets/:key/parked", api.budgetLine)
+	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
+	e.GET("/ui/*", echo.WrapHandler(http.StripPrefix("/ui", ui.Handler())))
 	return e, api
 }
 
