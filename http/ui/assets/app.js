@@ -197,7 +197,8 @@ function overviewPage(root) {
     const s = await api("GET", "/stats");
     const rates = new Map();
     for (const q of s.queues) {
-      const p = prev && prev.queues.find((x) => x.queue === q.queue);
+      // a queue new since the last poll started from zero
+      const p = prev && (prev.queues.find((x) => x.queue === q.queue) || { enqueued: 0, dispatched: 0, acked: 0 });
       const dt = prev ? (s.at - prev.at) / 1000 : 0;
       const r = p && dt > 0
         ? { enqueue: (q.enqueued - p.enqueued) / dt, dispatch: (q.dispatched - p.dispatched) / dt, ack: (q.acked - p.acked) / dt }
@@ -426,7 +427,7 @@ function jobsPage(root, _parts, params) {
   for (const name of ["from", "order"]) if (params.get(name)) query.set(name, params.get(name));
   query.set("limit", params.get("limit") || "50");
   const pageLink = (p) => p ? `#/jobs?${p.slice(p.indexOf("?") + 1)}` : null;
-  return every(2000, async () => {
+  return every(1000, async () => {
     const [page, n] = await Promise.all([api("GET", `/jobs?${query}`), api("GET", `/jobs/count?${filterOnly}`)]);
     count.textContent = `(${n.count} matching)`;
     const prev = pageLink(page.pages.prev), next = pageLink(page.pages.next);
@@ -526,7 +527,7 @@ function jobPage(root, [id]) {
 function cronsPage(root) {
   const body = h("div", {});
   root.append(h("h1", {}, "Cron groups"), body);
-  return every(2000, async () => {
+  return every(1000, async () => {
     let list;
     try {
       list = await api("GET", "/crons");
@@ -574,7 +575,7 @@ function batchesPage(root) {
   const body = h("div", {});
   root.append(h("h1", {}, "Batched jobs"), body,
     h("p", { class: "note" }, "Ready jobs that carry a batch key: while one is its key's pending job, the next enqueues with the same key fold their payload into it. Payload size is the JSON bytes the worker will receive."));
-  return every(2000, async () => {
+  return every(1000, async () => {
     const found = [];
     let path = "/jobs?status=ready&limit=2000";
     for (let i = 0; i < batchPages && path; i++) {
