@@ -89,9 +89,29 @@ function jobLink(id) { return link(`#/job/${enc(id)}`, id, { class: "mono" }); }
 function budgetLink(key) { return link(`#/budget/${enc(key)}`, key); }
 function badge(text, cls) { return h("span", { class: `badge ${cls || text}` }, text); }
 
+// duration formats ms as Go prints a time.Duration rounded to the
+// millisecond: 850ms, 29.17s, 4m55.2s, 1h0m0s.
+function duration(ms) {
+  const a = Math.abs(ms), sign = ms < 0 ? "-" : "";
+  if (a < 1000) return `${sign}${Math.round(a)}ms`;
+  const secs = (x) => String(Math.round(x * 1000) / 1000);
+  if (a < 60e3) return `${sign}${secs(a / 1000)}s`;
+  const hrs = Math.floor(a / 3600e3), mins = Math.floor((a % 3600e3) / 60e3), rest = (a % 60e3) / 1000;
+  return `${sign}${hrs ? `${hrs}h` : ""}${mins}m${secs(rest)}s`;
+}
+
+// per says a time_based window in words: "10 min", "1 s", "1500 ms".
+function per(ms) {
+  if (ms % 86400e3 === 0) return `${ms / 86400e3} d`;
+  if (ms % 3600e3 === 0) return `${ms / 3600e3} h`;
+  if (ms % 60e3 === 0) return `${ms / 60e3} min`;
+  if (ms % 1000 === 0) return `${ms / 1000} s`;
+  return `${ms} ms`;
+}
+
 function strategyText(s) {
   if (!s) return "";
-  if (s.type === "time_based") return `time_based / ${s.duration_ms} ms`;
+  if (s.type === "time_based") return `time_based, per ${per(s.duration_ms)}`;
   return s.type;
 }
 
@@ -271,7 +291,7 @@ function budgetsPage(root) {
         h("td", { class: "num", "data-col": "parked" }, b.parked),
         h("td", { "data-col": "head" }, b.head ? jobLink(b.head.id) : "—"),
         h("td", { "data-col": "head_eta" }, b.head && b.head.affordable_at ? relative(b.head.affordable_at, s.at) : b.head ? "when a job finishes" : "—"),
-        h("td", { "data-col": "wake" }, b.wake_at ? `${clockTime(b.wake_at)} (${relative(b.wake_at, s.at)})` : "—"))))));
+        h("td", { "data-col": "wake", title: b.wake_at ? clockTime(b.wake_at) : "" }, b.wake_at ? relative(b.wake_at, s.at) : "—"))))));
   });
 }
 
@@ -306,8 +326,8 @@ function traceLine(ev) {
   if (ev.position) field("position", ev.position);
   if (ev.due_at) {
     let v = clockTime(ev.due_at);
-    if (ev.kind === "timer_armed") v += ` (in ${ev.due_at - ev.time}ms)`;
-    if (ev.kind === "timer_fired") v += ` (${ev.time - ev.due_at}ms late)`;
+    if (ev.kind === "timer_armed") v += ` (in ${duration(ev.due_at - ev.time)})`;
+    if (ev.kind === "timer_fired") v += ` (${duration(ev.time - ev.due_at)} late)`;
     field("due", v);
   }
   if (ev.reason) field("reason", ev.reason);
@@ -388,7 +408,7 @@ function budgetPage(root, [key]) {
         h("td", { class: "num" }, i + 1), h("td", {}, jobLink(j.id)), h("td", {}, j.queue),
         h("td", { class: "num" }, j.priority), h("td", { class: "num" }, j.cost),
         h("td", { class: "muted" }, j.holds_back ? "" : "no worker on this queue: does not hold the line"))))),
-    l.total > l.jobs.length ? h("p", { class: "note" }, `… and ${l.total - l.jobs.length} more`) : null);
+    ...(l.total > l.jobs.length ? [h("p", { class: "note" }, `… and ${l.total - l.jobs.length} more`)] : []));
   });
   const stopTrace = followTrace(`budget=${enc(key)}`, pre);
   return () => { stopPoll(); stopTrace(); };
@@ -496,7 +516,7 @@ function jobPage(root, [id]) {
   return every(1000, async () => {
     if (gone) return;
     const j = await api("GET", `/jobs/${enc(id)}`);
-    status.replaceChildren(badge(j.status), j.waiting ? [" ", badge("parked")] : []);
+    status.replaceChildren(badge(j.status), ...(j.waiting ? [" ", badge("parked")] : []));
     if (j.status !== lastStatus) { drawActions(j); lastStatus = j.status; }
     if (j.waiting) {
       const w = j.waiting;
@@ -569,13 +589,13 @@ function cronsPage(root) {
 
 // ------------------------------------------------------------ batches
 
-const batchPages = 5;
+const batchPages = 5; // pages of 2000 ready jobs scanned, at most
 
 function batchesPage(root) {
   const body = h("div", {});
   root.append(h("h1", {}, "Batched jobs"), body,
     h("p", { class: "note" }, "Ready jobs that carry a batch key: while one is its key's pending job, the next enqueues with the same key fold their payload into it. Payload size is the JSON bytes the worker will receive."));
-  return every(1000, async () => {
+  return every(3000, async () => {
     const found = [];
     let path = "/jobs?status=ready&limit=2000";
     for (let i = 0; i < batchPages && path; i++) {
