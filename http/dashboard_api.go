@@ -39,35 +39,85 @@ type queueStatsBody struct {
 	Failed     uint64 `json:"failed" msgpack:"failed"`
 }
 
-// statsBody is the body of GET /stats.
+// statsBody is the body of GET /stats; a section left out by `include`
+// is absent.
 type statsBody struct {
 	// At is the server time of the answer (Unix ms).
-	At      uint64             `json:"at" msgpack:"at"`
-	Queues  []queueStatsBody   `json:"queues" msgpack:"queues"`
-	Budgets []*budgetStateBody `json:"budgets" msgpack:"budgets"`
-	// Streams is the number of open take streams.
-	Streams int `json:"streams" msgpack:"streams"`
+	At      uint64              `json:"at" msgpack:"at"`
+	Queues  *[]queueStatsBody   `json:"queues,omitempty" msgpack:"queues,omitempty"`
+	Budgets *[]*budgetStateBody `json:"budgets,omitempty" msgpack:"budgets,omitempty"`
+	// Streams is the number of open take streams (with the queues).
+	Streams *int `json:"streams,omitempty" msgpack:"streams,omitempty"`
 }
 
-// stats answers GET /stats with what /metrics exposes, as one document.
+// parseStatsInclude reads `include`: a comma list of queues and budgets
+// (default both). Queue counts cost a walk over every job the server holds;
+// budget pools cost one question per budget.
+func parseStatsInclude(c echo.Context) (queues, budgets bool, err error) {
+	queues, budgets = true, true
+	for name, values := range c.QueryParams() {
+		if name != "include" {
+			return false, false, protocol.Invalid("invalid query parameters: unknown field `%s`, expected `include`", name)
+		}
+		v := values[len(values)-1]
+		if v == "" {
+			continue
+		}
+		queues, budgets = false, false
+		for _, part := range splitList(v) {
+			switch part {
+			case "queues":
+				queues = true
+			case "budgets":
+				budgets = true
+			default:
+				return false, false, protocol.Invalid("invalid query parameters: include: expected `queues` or `budgets`, got %q", part)
+			}
+		}
+	}
+	return queues, budgets, nil
+}
+
+// stats answers GET /stats with what /metrics exposes, as one document:
+// each queue's counts and counters, each budget's live pool.
 func (a *API) stats(c echo.Context) error {
 	if _, err := responseFormat(c); err != nil {
 		return err
 	}
-	m, err := a.engine.Metrics(c.Request().Context())
+	withQueues, withBudgets, err := parseStatsInclude(c)
 	if err != nil {
 		return err
 	}
-	body := &statsBody{At: uint64(time.Now().UnixMilli()), Queues: make([]queueStatsBody, len(m.Queues)), Budgets: make([]*budgetStateBody, len(m.Budgets)), Streams: m.Streams}
-	for i, q := range m.Queues {
-		body.Queues[i] = queueStatsBody{
-			Queue: q.Queue, Ready: q.Ready, Parked: q.Parked, Scheduled: q.Scheduled, InFlight: q.InFlight,
-			Completed: q.Completed, Dead: q.Dead,
-			Enqueued: q.Enqueued, Dispatched: q.Dispatched, Acked: q.Acked, Failed: q.Failed,
+	ctx := c.Request().Context()
+	body := &statsBody{At: uint64(time.Now().UnixMilli())}
+	var states []actors.BudgetState
+	if withQueues {
+		m, err := a.engine.Metrics(ctx)
+		if err != nil {
+			return err
+		}
+		queues := make([]queueStatsBody, len(m.Queues))
+		body.Queues = &queues
+		for i, q := range m.Queues {
+			queues[i] = queueStatsBody{
+				Queue: q.Queue, Ready: q.Ready, Parked: q.Parked, Scheduled: q.Scheduled, InFlight: q.InFlight,
+				Completed: q.Completed, Dead: q.Dead,
+				Enqueued: q.Enqueued, Dispatched: q.Dispatched, Acked: q.Acked, Failed: q.Failed,
+			}
+		}
+		body.Streams = &m.Streams
+		states = m.Budgets
+	} else if withBudgets {
+		if states, err = a.engine.BudgetStates(ctx); err != nil {
+			return err
 		}
 	}
-	for i := range m.Budgets {
-		body.Budgets[i] = toBudgetStateBody(&m.Budgets[i])
+	if withBudgets {
+		budgets := make([]*budgetStateBody, len(states))
+		body.Budgets = &budgets
+		for i := range states {
+			budgets[i] = toBudgetStateBody(&states[i])
+		}
 	}
 	return a.reply(c, http.StatusOK, body)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"sort"
 	"strings"
@@ -123,6 +124,21 @@ func TestUIReadEndpoints(t *testing.T) {
 		require.Equal(t, want[0], b.Head.ID)
 	}
 
+	// include picks the sections; a section asked for is there even empty
+	m := coreDoJSON(t, base, http.MethodGet, "/stats?include=budgets", nil).Map(t)
+	require.ElementsMatch(t, []string{"at", "budgets"}, uiKeys(m))
+	m = coreDoJSON(t, base, http.MethodGet, "/stats?include=queues", nil).Map(t)
+	require.ElementsMatch(t, []string{"at", "queues", "streams"}, uiKeys(m))
+	coreRequireError(t, coreDoJSON(t, base, http.MethodGet, "/stats?include=jobs", nil), http.StatusBadRequest,
+		`invalid query parameters: include: expected `+"`queues` or `budgets`"+`, got "jobs"`)
+	coreRequireError(t, coreDoJSON(t, base, http.MethodGet, "/stats?queue=a", nil), http.StatusBadRequest,
+		"invalid query parameters: unknown field `queue`, expected `include`")
+	empty := servertest.Start(t)
+	m = coreDoJSON(t, empty.URL, http.MethodGet, "/stats", nil).Map(t)
+	require.Equal(t, []any{}, m["queues"])
+	require.Equal(t, []any{}, m["budgets"])
+	require.Equal(t, json.Number("0"), m["streams"])
+
 	// the dashboard's files
 	r := coreRequest(t, nil, base, http.MethodGet, "/ui", nil, nil)
 	require.Equal(t, http.StatusOK, r.Status, "the redirect to /ui/ is followed")
@@ -132,4 +148,12 @@ func TestUIReadEndpoints(t *testing.T) {
 	require.True(t, strings.HasPrefix(r.Header.Get("Content-Type"), "text/javascript"), r.Header.Get("Content-Type"))
 	require.Equal(t, "no-cache", r.Header.Get("Cache-Control"))
 	coreRequireError(t, coreDoJSON(t, base, http.MethodGet, "/ui/missing.js", nil), http.StatusNotFound, "not found")
+}
+
+func uiKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
 }

@@ -115,14 +115,18 @@ function strategyText(s) {
   return s.type;
 }
 
-// every runs fn now and then every ms until the returned stop is called;
-// a run never overlaps the previous one.
+// every runs fn now and then again and again until the returned stop is
+// called; a run never overlaps the previous one. The pause is ms, or ten
+// times what the last run took when that is longer: a server slow to answer
+// (GET /stats walks every job to count them) spends at most a tenth of its
+// time on this page.
 function every(ms, fn) {
   let stopped = false, timer = null;
   const loop = async () => {
     if (stopped) return;
+    const started = performance.now();
     try { await fn(); showError(null); } catch (e) { if (!stopped) showError(e); }
-    if (!stopped) timer = setTimeout(loop, ms);
+    if (!stopped) timer = setTimeout(loop, Math.max(ms, 10 * (performance.now() - started)));
   };
   loop();
   return () => { stopped = true; clearTimeout(timer); };
@@ -243,7 +247,7 @@ function overviewPage(root) {
     const cols = ["ready", "parked", "scheduled", "in_flight", "completed", "dead"];
     body.replaceChildren(h("table", { id: "queues" },
       h("thead", {}, h("tr", {}, h("th", {}, "queue"), ...cols.map((c) => h("th", { class: "num" }, c.replace("_", " "))),
-        h("th", { class: "num" }, "enqueue/s"), h("th", { class: "num" }, "dispatch/s"), h("th", { class: "num" }, "ack/s"), h("th", {}, "last minute"))),
+        h("th", { class: "num" }, "enqueue/s"), h("th", { class: "num" }, "dispatch/s"), h("th", { class: "num" }, "ack/s"), h("th", {}, "recent"))),
       h("tbody", {}, ...s.queues.map((q) => {
         const r = rates.get(q.queue);
         return h("tr", { "data-queue": q.queue },
@@ -272,7 +276,7 @@ function budgetsPage(root) {
   root.append(h("h1", {}, "Budgets"), body,
     h("p", { class: "note" }, "Pools are read live (once a second). Tokens of a time_based budget drip back continuously; a while_in_flight budget gets its tokens back when jobs finish."));
   return every(1000, async () => {
-    const s = await api("GET", "/stats");
+    const s = await api("GET", "/stats?include=budgets");
     if (s.budgets.length === 0) {
       body.replaceChildren(h("div", { class: "empty" }, "No budgets: create one with PUT /budgets/{key}."));
       return;
