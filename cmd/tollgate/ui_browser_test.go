@@ -24,8 +24,10 @@ import (
 // uiUpdate makes the browser tests write docs/screenshots/*.png.
 var uiUpdate = flag.Bool("update", false, "browser tests: write the dashboard screenshots to docs/screenshots/")
 
-// uiWait bounds every wait for the page to show something.
-const uiWait = 10 * time.Second
+// uiWait bounds every wait for the page to show something: generous, as
+// the page polls every second or, when the server is slow to answer, up to
+// every 5 s.
+const uiWait = 20 * time.Second
 
 // uiChromium finds a Chromium to drive. Without one the browser tests skip,
 // except on CI (CI=true), where they fail.
@@ -489,21 +491,23 @@ func TestUIBrowser(t *testing.T) {
 			tab.wait(cellIs(row+`td[data-col="parked"]`, fmt.Sprint(q.Parked)), "partners parked")
 			tab.wait(cellIs(row+`td[data-col="in_flight"]`, fmt.Sprint(q.InFlight)), "partners in flight")
 		}
-		// enqueues, dispatches and acks show as counts and as rates
+		// enqueues, dispatches and acks show as counts and as rates (the
+		// row carries each rate's peak over its chart, which a one-second
+		// rate cannot miss)
 		jobs := coreEnqueueN(t, base, "thumbnails", 30)
 		row := `tr[data-queue="thumbnails"] `
 		tab.wait(cellIs(row+`td[data-col="ready"]`, "30"), "30 ready thumbnails")
-		tab.wait(`parseFloat(document.querySelector('tr[data-queue="thumbnails"] td[data-col="enqueue_rate"]').innerText) > 0`, "an enqueue rate")
+		tab.wait(`Number(document.querySelector('tr[data-queue="thumbnails"]').dataset.peakEnqueue) > 0`, "an enqueue rate")
 		w := coreOpenTake(t, base, coreTakeOpts{Query: "queue=thumbnails&prefetch=100", WorkerID: "thumbs"})
 		defer w.Close()
 		got := w.Jobs(t, 30, uiWait)
 		tab.wait(cellIs(row+`td[data-col="in_flight"]`, "30"), "30 in flight")
-		tab.wait(`parseFloat(document.querySelector('tr[data-queue="thumbnails"] td[data-col="dispatch_rate"]').innerText) > 0`, "a dispatch rate")
+		tab.wait(`Number(document.querySelector('tr[data-queue="thumbnails"]').dataset.peakDispatch) > 0`, "a dispatch rate")
 		for _, j := range got[:20] {
 			coreAck(t, base, j.ID)
 		}
 		tab.wait(cellIs(row+`td[data-col="in_flight"]`, "10"), "10 in flight after 20 acks")
-		tab.wait(`parseFloat(document.querySelector('tr[data-queue="thumbnails"] td[data-col="ack_rate"]').innerText) > 0`, "an ack rate")
+		tab.wait(`Number(document.querySelector('tr[data-queue="thumbnails"]').dataset.peakAck) > 0`, "an ack rate")
 		require.Len(t, jobs, 30)
 		tab.screenshot("overview")
 	})

@@ -116,17 +116,19 @@ function strategyText(s) {
 }
 
 // every runs fn now and then again and again until the returned stop is
-// called; a run never overlaps the previous one. The pause is ms, or ten
-// times what the last run took when that is longer: a server slow to answer
-// (GET /stats walks every job to count them) spends at most a tenth of its
-// time on this page.
+// called; a run never overlaps the previous one. The pause is ms, or five
+// times what the last run took when that is longer (up to maxPause): a
+// server slow to answer (GET /stats walks every job to count them) spends
+// a sixth of its time on this page at most, unless a single answer takes
+// longer than a second.
+const maxPause = 5000;
 function every(ms, fn) {
   let stopped = false, timer = null;
   const loop = async () => {
     if (stopped) return;
     const started = performance.now();
     try { await fn(); showError(null); } catch (e) { if (!stopped) showError(e); }
-    if (!stopped) timer = setTimeout(loop, Math.max(ms, 10 * (performance.now() - started)));
+    if (!stopped) timer = setTimeout(loop, Math.max(ms, Math.min(5 * (performance.now() - started), maxPause)));
   };
   loop();
   return () => { stopped = true; clearTimeout(timer); };
@@ -249,14 +251,15 @@ function overviewPage(root) {
       h("thead", {}, h("tr", {}, h("th", {}, "queue"), ...cols.map((c) => h("th", { class: "num" }, c.replace("_", " "))),
         h("th", { class: "num" }, "enqueue/s"), h("th", { class: "num" }, "dispatch/s"), h("th", { class: "num" }, "ack/s"), h("th", {}, "recent"))),
       h("tbody", {}, ...s.queues.map((q) => {
-        const r = rates.get(q.queue);
-        return h("tr", { "data-queue": q.queue },
+        const r = rates.get(q.queue), hist = history.get(q.queue);
+        const peak = (k) => Math.max(...hist.map((x) => x[k])).toFixed(1);
+        return h("tr", { "data-queue": q.queue, "data-peak-enqueue": peak("enqueue"), "data-peak-dispatch": peak("dispatch"), "data-peak-ack": peak("ack") },
           h("td", {}, link(`#/jobs?queue=${enc(q.queue)}`, q.queue)),
           ...cols.map((c) => h("td", { class: "num", "data-col": c }, q[c])),
           h("td", { class: "num", "data-col": "enqueue_rate" }, r.enqueue.toFixed(1)),
           h("td", { class: "num", "data-col": "dispatch_rate" }, r.dispatch.toFixed(1)),
           h("td", { class: "num", "data-col": "ack_rate" }, r.ack.toFixed(1)),
-          h("td", {}, sparkline(history.get(q.queue))));
+          h("td", {}, sparkline(hist)));
       }))));
   });
 }
