@@ -123,15 +123,28 @@ function strategyText(s) {
 // longer than a second.
 const maxPause = 5000;
 function every(ms, fn) {
-  let stopped = false, timer = null;
+  let stopped = false, running = false, again = false, timer = null;
   const loop = async () => {
     if (stopped) return;
+    running = true;
     const started = performance.now();
     try { await fn(); showError(null); } catch (e) { if (!stopped) showError(e); }
-    if (!stopped) timer = setTimeout(loop, Math.max(ms, Math.min(5 * (performance.now() - started), maxPause)));
+    running = false;
+    if (stopped) return;
+    if (again) { again = false; loop(); return; }
+    timer = setTimeout(loop, Math.max(ms, Math.min(5 * (performance.now() - started), maxPause)));
   };
   loop();
-  return () => { stopped = true; clearTimeout(timer); };
+  const stop = () => { stopped = true; clearTimeout(timer); };
+  // stop.now runs fn again at once (after the run in progress, if any):
+  // an action calls it so that its effect shows without waiting a pause.
+  stop.now = () => {
+    if (stopped) return;
+    if (running) { again = true; return; }
+    clearTimeout(timer);
+    loop();
+  };
+  return stop;
 }
 
 // ------------------------------------------------------------ router
@@ -376,6 +389,7 @@ function budgetPage(root, [key]) {
       const b = await api("PATCH", `/budgets/${enc(key)}`, { allocation: Number(input.value) });
       saved.textContent = `saved: allocation ${b.allocation}`;
       showError(null);
+      stopPoll.now();
     } catch (err) { showError(err); }
   });
   root.append(h("h1", {}, "Budget ", h("span", { class: "mono" }, key)),
@@ -554,7 +568,7 @@ function jobPage(root, [id]) {
 function cronsPage(root) {
   const body = h("div", {});
   root.append(h("h1", {}, "Cron groups"), body);
-  return every(1000, async () => {
+  const poll = every(1000, async () => {
     let list;
     try {
       list = await api("GET", "/crons");
@@ -581,6 +595,7 @@ function cronsPage(root) {
             try {
               await api("PATCH", `/crons/${enc(g.name)}/entries/${enc(en.name)}`, { paused: !en.paused });
               btn.textContent = en.paused ? "resumed" : "paused";
+              poll.now();
             } catch (err) { showError(err); btn.disabled = false; }
           });
           return h("tr", { "data-entry": en.name },
@@ -592,6 +607,7 @@ function cronsPage(root) {
             h("td", {}, btn));
         }))))));
   });
+  return poll;
 }
 
 // ------------------------------------------------------------ batches
