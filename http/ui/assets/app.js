@@ -226,7 +226,7 @@ function overviewPage(root) {
     h("h1", {}, "Queues"),
     cards,
     body,
-    h("p", { class: "note" }, "Counts by status come from the server's memory at each poll (once a second); rates are per second between two polls. ",
+    h("p", { class: "note" }, "Counts by status come from the server's memory at each poll (about once a second); rates are per second between two polls. ",
       h("span", { class: "legend" },
         ...Object.entries(sparkColors).map(([k, c]) => h("span", {}, h("i", { style: `background:${c}` }), k)))),
   );
