@@ -139,6 +139,8 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		ctx.Respond(a.state(now))
 	case *parkedJobQuery:
 		ctx.Respond(a.waiting(m.JobID, m.Priority, now))
+	case *budgetLineQuery:
+		ctx.Respond(a.line(m.Limit))
 	default:
 		a.log.Warn("budget actor: unknown message", "type", fmt.Sprintf("%T", m))
 	}

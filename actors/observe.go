@@ -543,26 +543,10 @@ func (e *Engine) Metrics(ctx context.Context) (*Metrics, error) {
 		return nil, err
 	}
 	snap := res.(*metricsSnapshot)
-	timeout := e.timeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = max(time.Until(dl), time.Millisecond)
+	states, err := e.budgetStates(ctx, snap.Budgets)
+	if err != nil {
+		return nil, err
 	}
-	futures := make([]*actor.Future, len(snap.Budgets))
-	for i, key := range snap.Budgets {
-		futures[i] = e.system.Root.RequestFuture(e.queue, &budgetStateQuery{Key: key}, timeout)
-	}
-	m := &Metrics{Queues: snap.Queues, Streams: snap.Streams, Subscribers: e.tracer.Subscribers()}
-	for _, f := range futures {
-		r, err := f.Result()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			continue
-		}
-		if s, ok := r.(*BudgetState); ok {
-			m.Budgets = append(m.Budgets, *s)
-		}
-	}
+	m := &Metrics{Queues: snap.Queues, Budgets: states, Streams: snap.Streams, Subscribers: e.tracer.Subscribers()}
 	return m, nil
 }

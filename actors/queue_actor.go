@@ -153,6 +153,13 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 			return
 		}
 		ctx.Forward(l.pid)
+	case *budgetLineQuery:
+		l := a.budgets[m.Key]
+		if l == nil {
+			ctx.Respond(budgetNotFound(m.Key))
+			return
+		}
+		ctx.Forward(l.pid)
 	case *JobWaitingRequest:
 		a.onJobWaiting(ctx, m)
 	case *MetricsRequest:

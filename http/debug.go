@@ -251,14 +251,6 @@ func (a *API) budgetState(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := &budgetStateBody{
-		Key: s.Key, Allocation: s.Definition.Allocation, Strategy: s.Definition.Strategy,
-		Capacity: s.Definition.Capacity(), At: s.At, Tokens: *roundTokens(&s.Tokens),
-		Held: s.Held, InFlight: s.InFlight, Parked: s.Parked, WakeAt: s.WakeAt,
-		Dispatches: s.Dispatches, Refusals: s.Refusals,
-	}
-	if s.HeadID != "" {
-		body.Head = &budgetHeadBody{ID: s.HeadID, Queue: s.HeadQueue, Cost: s.HeadCost, AffordableAt: s.HeadAffordableAt}
-	}
+	body := toBudgetStateBody(s)
 	return a.reply(c, http.StatusOK, body)
 }

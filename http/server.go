@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/http/ui"
 )
 
 // APIVersion is the upstream API level tollgate implements (GET /version).
@@ -125,7 +126,26 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	e.GET("/budgets/:key/state", api.budgetState)
 	e.GET("/debug/trace", api.trace)
 	e.GET("/metrics", api.metricsHandler())
+
+	// the dashboard and the read endpoints only it needed (dashboard_api.go)
+	e.GET("/stats", api.stats)
+	e.GET("/budgets/:key/parked", api.budgetLine)
+	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
+	e.GET("/ui/*", api.dashboard(ui.Handler()))
 	return e, api
+}
+
+// dashboard serves the dashboard's files; a path that names none is the
+// API's usual 404.
+func (a *API) dashboard(files http.Handler) echo.HandlerFunc {
+	files = http.StripPrefix("/ui", files)
+	return func(c echo.Context) error {
+		if !ui.Has(c.Param("*")) {
+			return echo.ErrNotFound
+		}
+		files.ServeHTTP(c.Response(), c.Request())
+		return nil
+	}
 }
 
 // Shutdown ends every take stream (their jobs return to ready); call it

@@ -88,9 +88,11 @@ type Server struct {
 	Args    []string
 	URL     string // e.g. http://127.0.0.1:43121
 	Addr    string // e.g. 127.0.0.1:43121
+	// Client speaks to the server: http.DefaultClient unless StartTLS set
+	// one that trusts the server's certificate (and presents the client's).
+	Client *http.Client
 
-	// client checks readiness; StartTLS sets one that trusts the server.
-	client *http.Client
+	scheme string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -106,12 +108,12 @@ func Start(t testing.TB, extraArgs ...string) *Server {
 	return StartIn(t, t.TempDir(), extraArgs...)
 }
 
-// StartTLS runs tollgate with TLS flags among extraArgs; client must
-// reach it (trust its CA, carry a client certificate under mTLS). URL is
-// https://.
+// StartTLS runs tollgate with flags that make it serve HTTPS (--tls-cert,
+// --tls-key, maybe --tls-client-ca); client is what the Server uses to
+// check that it serves, and keeps in its Client field.
 func StartTLS(t testing.TB, client *http.Client, extraArgs ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, RootDir: t.TempDir(), Args: extraArgs, client: client}
+	s := &Server{t: t, RootDir: t.TempDir(), Args: extraArgs, Client: client, scheme: "https"}
 	s.start()
 	t.Cleanup(func() { s.Stop() })
 	return s
@@ -121,7 +123,7 @@ func StartTLS(t testing.TB, client *http.Client, extraArgs ...string) *Server {
 // data after Stop or Kill).
 func StartIn(t testing.TB, rootDir string, extraArgs ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, RootDir: rootDir, Args: extraArgs}
+	s := &Server{t: t, RootDir: rootDir, Args: extraArgs, Client: http.DefaultClient, scheme: "http"}
 	s.start()
 	t.Cleanup(func() { s.Stop() })
 	return s
@@ -175,10 +177,7 @@ func (s *Server) start() {
 	select {
 	case addr := <-addrCh:
 		s.Addr = addr
-		s.URL = "http://" + addr
-		if s.client != nil {
-			s.URL = "https://" + addr
-		}
+		s.URL = s.scheme + "://" + addr
 	case <-s.done:
 		t.Fatalf("tollgate exited before listening: %v\n%s", s.exit, s.Logs())
 	case <-time.After(60 * time.Second):
@@ -188,13 +187,9 @@ func (s *Server) start() {
 }
 
 func (s *Server) waitHealthy() {
-	client := s.client
-	if client == nil {
-		client = http.DefaultClient
-	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := client.Get(s.URL + "/health")
+		resp, err := s.Client.Get(s.URL + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
