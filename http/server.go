@@ -19,6 +19,10 @@ import (
 // APIVersion is the upstream API level tollgate implements (GET /version).
 const APIVersion = "0.7.0"
 
+// DefaultMaxBodyMemory is the default bound on request-body bytes held
+// across all connections.
+const DefaultMaxBodyMemory = 256 << 20
+
 // Config configures the HTTP API.
 type Config struct {
 	// Version is tollgate's release, sent in the Server header.
@@ -29,7 +33,12 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// WriteTimeout bounds one write to a take stream (default 30 s).
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
+	// BodyReadTimeout bounds reading one request body (default 30 s).
+	BodyReadTimeout time.Duration
+	// MaxBodyMemory bounds the request-body bytes held in memory across
+	// all connections together (default 256 MiB).
+	MaxBodyMemory int64
+	Logger        *slog.Logger
 }
 
 // API holds the handlers' dependencies.
@@ -38,6 +47,7 @@ type API struct {
 	engine   *actors.Engine
 	log      *slog.Logger
 	shutdown chan struct{}
+	bodies   *bodyMemory
 }
 
 // New builds the echo instance with every route.
@@ -51,15 +61,22 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = 30 * time.Second
+	}
+	if cfg.MaxBodyMemory <= 0 {
+		cfg.MaxBodyMemory = DefaultMaxBodyMemory
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	api := &API{cfg: cfg, engine: engine, log: cfg.Logger.With("component", "http"), shutdown: make(chan struct{})}
+	api := &API{cfg: cfg, engine: engine, log: cfg.Logger.With("component", "http"), shutdown: make(chan struct{}),
+		bodies: &bodyMemory{limit: cfg.MaxBodyMemory}}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = api.handleError
-	e.Use(api.serverHeader, api.recoverPanics)
+	e.Use(api.serverHeader, api.recoverPanics, api.releaseBody)
 
 	e.GET("/health", api.health)
 	e.GET("/version", api.version)

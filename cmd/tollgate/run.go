@@ -172,8 +172,10 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	}
 	defer engine.Stop()
 
-	e, api := httpapi.New(httpapi.Config{Version: Version, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log}, engine)
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	e, api := httpapi.New(httpapi.Config{Version: Version, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log,
+		BodyReadTimeout: cfg.BodyReadTimeout, MaxBodyMemory: cfg.MaxBodyMemory}, engine)
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	scheme := "http"
@@ -194,15 +196,21 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	} else {
 		srv.Protocols.SetUnencryptedHTTP2(true)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	maxConns, nofile := cfg.MaxConnections, uint64(0)
+	if maxConns == 0 {
+		maxConns, nofile = defaultMaxConnections()
+	}
+	ln := newConnLimiter(tcp, maxConns)
+	srv.ConnState = ln.trackState
 	stats := engine.Stats()
 	log.Info("tollgate started", "version", Version, "api_version", httpapi.APIVersion, "root_dir", cfg.RootDir,
 		"recovered_in_flight", stats.Recovered, "ready", stats.Ready, "scheduled", stats.Scheduled,
 		"retained", stats.Retained, "budgets", stats.Budgets)
-	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme)
+	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme, "max_connections", maxConns, "nofile", nofile)
 
 	errc := make(chan error, 1)
 	go func() {
