@@ -2,13 +2,17 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,4 +111,48 @@ func resGet(c net.Conn, br *bufio.Reader, path string, d time.Duration) (*http.R
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	return resp, nil
+}
+
+// resMountTmpfs mounts a tmpfs of the given size on a fresh directory and
+// unmounts it when the test ends (after servers started later are
+// stopped). Mounting needs root: under CI=true failing to mount fails the
+// test, elsewhere it skips.
+func resMountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tmpfs")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		err = fmt.Errorf("mount -t tmpfs -o size=%s: %w: %s", size, err, bytes.TrimSpace(out))
+	}
+	resSetupOrSkip(t, err, "a small tmpfs")
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// resFillDisk writes a file in dir until the filesystem is full and
+// returns its path.
+func resFillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			return path
+		}
+	}
+}
+
+// resWriteFile writes a file of n zero bytes.
+func resWriteFile(t *testing.T, path string, n int) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, make([]byte, n), 0o600))
 }
