@@ -145,7 +145,8 @@ func (e *Engine) call(ctx context.Context, msg queueMsg) (any, error) {
 func (e *Engine) now() uint64 { return millis(e.clock.Now()) }
 
 // Enqueue adds validated jobs atomically; bulk prefixes errors with the
-// job's index.
+// job's index. While the disk is nearly full it refuses with the store's
+// 503 (persistence.Store.Admit), as budget writes do.
 func (e *Engine) Enqueue(ctx context.Context, jobs []*protocol.NewJob, bulk bool) ([]*protocol.JobView, error) {
 	if err := e.store.Admit(); err != nil {
 		return nil, err
