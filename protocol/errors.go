@@ -16,7 +16,7 @@ const (
 	CodeConflict                      // the request conflicts with current state (409)
 	CodeUnprocessable                 // well-formed but impossible against server state (422)
 	CodeTooLarge                      // request body over the size limit (413)
-	CodeUnavailable                   // the server is shutting down (503)
+	CodeUnavailable                   // shutting down, storage unavailable, server busy (503)
 )
 
 // Error is a domain error with a stable code and the human text that the API
