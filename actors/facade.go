@@ -145,8 +145,12 @@ func (e *Engine) call(ctx context.Context, msg queueMsg) (any, error) {
 func (e *Engine) now() uint64 { return millis(e.clock.Now()) }
 
 // Enqueue adds validated jobs atomically; bulk prefixes errors with the
-// job's index.
+// job's index. While the disk is nearly full it refuses with the store's
+// 503 (persistence.Store.Admit), as budget writes do.
 func (e *Engine) Enqueue(ctx context.Context, jobs []*protocol.NewJob, bulk bool) ([]*protocol.JobView, error) {
+	if err := e.store.Admit(); err != nil {
+		return nil, err
+	}
 	res, err := e.call(ctx, &EnqueueJobs{Jobs: jobs, Bulk: bulk})
 	if err != nil {
 		return nil, err
@@ -271,6 +275,9 @@ func (e *Engine) GetBudget(ctx context.Context, key string) (*protocol.Budget, e
 // CreateBudget creates a budget (replace: or replaces it) and reports
 // whether it was created.
 func (e *Engine) CreateBudget(ctx context.Context, key string, def protocol.Definition, replace bool) (*protocol.Budget, bool, error) {
+	if err := e.store.Admit(); err != nil {
+		return nil, false, err
+	}
 	res, err := e.call(ctx, &CreateBudget{Key: key, Definition: def, Replace: replace})
 	if err != nil {
 		return nil, false, err
@@ -281,6 +288,9 @@ func (e *Engine) CreateBudget(ctx context.Context, key string, def protocol.Defi
 
 // PatchBudget merges a patch onto a budget.
 func (e *Engine) PatchBudget(ctx context.Context, key string, p *protocol.BudgetPatch) (*protocol.Budget, error) {
+	if err := e.store.Admit(); err != nil {
+		return nil, err
+	}
 	res, err := e.call(ctx, &PatchBudget{Key: key, Patch: p})
 	if err != nil {
 		return nil, err

@@ -29,8 +29,10 @@ var echoErrorText = map[int]string{
 	http.StatusRequestEntityTooLarge: "request body too large",
 }
 
-// retryAfterSeconds is the Retry-After of a 503.
-const retryAfterSeconds = "1"
+// retryAfterSeconds is the Retry-After of every 503: long enough for a
+// compaction or an operator's cleanup to free space, short enough that a
+// client retrying on it does not wait long once the server has recovered.
+const retryAfterSeconds = "2"
 
 type errorBody struct {
 	Error     string   `json:"error" msgpack:"error"`
@@ -92,6 +94,10 @@ func (a *API) handleError(err error, c echo.Context) {
 	}
 	if status == 0 {
 		status = http.StatusInternalServerError
+	}
+	if status == http.StatusServiceUnavailable {
+		// the store, the body memory bound or a shutdown: all pass
+		c.Response().Header().Set("Retry-After", retryAfterSeconds)
 	}
 	f, ferr := responseFormat(c)
 	if ferr != nil || status == http.StatusNotAcceptable {

@@ -1,9 +1,7 @@
 package http
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -71,26 +69,6 @@ func (a *API) decodeBody(c echo.Context, v any) error {
 	return protocol.Decode(f, body, v)
 }
 
-// readBody reads the request body within the limit.
-func (a *API) readBody(c echo.Context) ([]byte, error) {
-	r := c.Request()
-	if r.ContentLength > a.cfg.BodyLimit {
-		return nil, errBodyTooLarge
-	}
-	body, err := readAllSized(io.LimitReader(r.Body, a.cfg.BodyLimit+1), r.ContentLength)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errBodyTooLarge
-		}
-		return nil, protocol.Invalid("failed to read body: %s", err.Error())
-	}
-	if int64(len(body)) > a.cfg.BodyLimit {
-		return nil, errBodyTooLarge
-	}
-	return body, nil
-}
-
 // reply encodes v in the negotiated format.
 func (a *API) reply(c echo.Context, status int, v any) error {
 	f, err := responseFormat(c)
@@ -113,27 +91,4 @@ func encodeBody(f protocol.Format, v any) ([]byte, error) {
 		return b, err
 	}
 	return append(b, '\n'), nil
-}
-
-// readAllSized is io.ReadAll with the buffer sized from the declared
-// Content-Length (when there is one), so a large body is read without the
-// repeated grow-and-copy of io.ReadAll.
-func readAllSized(r io.Reader, contentLength int64) ([]byte, error) {
-	if contentLength <= 0 {
-		return io.ReadAll(r)
-	}
-	b := make([]byte, 0, contentLength+1)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-	}
 }

@@ -20,6 +20,10 @@ import (
 // APIVersion is the upstream API level tollgate implements (GET /version).
 const APIVersion = "0.7.0"
 
+// DefaultMaxBodyMemory is the default bound on request-body bytes held
+// across all connections.
+const DefaultMaxBodyMemory = 256 << 20
+
 // Config configures the HTTP API.
 type Config struct {
 	// Version is tollgate's release, sent in the Server header.
@@ -44,6 +48,11 @@ type Config struct {
 	// AccessLog logs one info line per request once it is answered (a
 	// take stream's when it ends).
 	AccessLog bool
+	// BodyReadTimeout bounds reading one request body (default 30 s).
+	BodyReadTimeout time.Duration
+	// MaxBodyMemory bounds the request-body bytes held in memory across
+	// all connections together (default 256 MiB).
+	MaxBodyMemory int64
 }
 
 // API holds the handlers' dependencies.
@@ -53,6 +62,7 @@ type API struct {
 	log      *slog.Logger
 	shutdown chan struct{}
 	origins  originPolicy
+	bodies   *bodyMemory
 }
 
 // New builds the echo instance with every route.
@@ -69,11 +79,17 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	if cfg.StreamBufferLimit <= 0 {
 		cfg.StreamBufferLimit = 4 << 20
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = 30 * time.Second
+	}
+	if cfg.MaxBodyMemory <= 0 {
+		cfg.MaxBodyMemory = DefaultMaxBodyMemory
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	api := &API{cfg: cfg, engine: engine, log: cfg.Logger.With("component", "http"), shutdown: make(chan struct{}),
-		origins: newOriginPolicy(cfg.AllowOrigins)}
+		origins: newOriginPolicy(cfg.AllowOrigins), bodies: &bodyMemory{limit: cfg.MaxBodyMemory}}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -82,7 +98,7 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	if cfg.AccessLog {
 		e.Use(api.accessLog)
 	}
-	e.Use(api.recoverPanics, api.refuseCrossOrigin)
+	e.Use(api.recoverPanics, api.refuseCrossOrigin, api.releaseBody)
 
 	e.GET("/health", api.health)
 	e.GET("/version", api.version)

@@ -37,6 +37,10 @@ type JobStore interface {
 	ListErrorsPage(id string, from uint32, hasFrom, desc bool, limit int) ([]protocol.ErrorRecord, error)
 	// GetError reads one error record of a job.
 	GetError(id string, attempt uint32) (*protocol.ErrorRecord, bool, error)
+	// Admit reports whether a write that adds data may go ahead: nil, or
+	// the storage-unavailable error to answer while the disk is nearly
+	// full. Writes that remove or finish data are always admitted.
+	Admit() error
 }
 
 var _ JobStore = (*Store)(nil)

@@ -13,6 +13,8 @@ import "encoding/binary"
 //	b/<budget key>               budget record                  queue actor
 //	g/<first job id>             job group: its members' records queue actor
 //	g/<first job id>/<seq u32>   group mark: dispatches, removals queue actor
+//	m/reclaim                    empty; written and dropped to   Store (space.go)
+//	                             flush the memtable
 //
 // A bulk enqueue stores its jobs as groups (group.go); a member's own
 // j/<id> record, when it has one, overrides the group's copy.
@@ -24,6 +26,7 @@ import "encoding/binary"
 // never collide. Budget keys never contain NUL and are at most 255 bytes.
 var (
 	versionKey    = []byte("m/version")
+	reclaimKey    = []byte("m/reclaim")
 	jobPrefix     = []byte("j/")
 	payloadPrefix = []byte("p/")
 	errorPrefix   = []byte("e/")

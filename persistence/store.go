@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -70,12 +71,18 @@ type Config struct {
 type Store struct {
 	db     *badger.DB
 	groups *groupCache // decoded job groups, for payload reads
-	log    *slog.Logger
-	cfg    Config
-	queue  chan *commit
-	wg     sync.WaitGroup
-	stop   chan struct{}
-	closed sync.Once
+	space  *spaceGuard // nil in memory
+	// commits counts group commits, so that reclaim runs only after
+	// something was written since it last ran
+	commits atomic.Uint64
+	// flushReq asks the committer to flush badger's memtable (reclaim)
+	flushReq chan chan error
+	log      *slog.Logger
+	cfg      Config
+	queue    chan *commit
+	wg       sync.WaitGroup
+	stop     chan struct{}
+	closed   sync.Once
 }
 
 type commit struct {
@@ -135,17 +142,34 @@ func Open(cfg Config) (*Store, error) {
 		// pointers those come rarely: disk and mapped pages grew by ~11
 		// MiB/s under load.
 		WithCompactL0OnClose(false)
+	var space *spaceGuard
 	if cfg.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
-	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("persistence.Open: %w", err)
+	} else {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("persistence.Open: %w", err)
+		}
+		_, total, err := fsSpace(cfg.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("persistence.Open: %w", err)
+		}
+		plan := planSpace(total)
+		// on a small disk, smaller memtables (space.go): a transaction
+		// then holds at most 15% of one
+		opts = opts.WithMemTableSize(plan.memTable).
+			WithValueThreshold(min(opts.ValueThreshold, plan.memTable*15/100))
+		space = newSpaceGuard(cfg.Dir, plan, cfg.Logger)
+		// before badger writes anything: frees the reserve if the disk
+		// is full, so the store opens and recovers
+		space.check()
 	}
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("persistence.Open %s: %w", filepath.Clean(cfg.Dir), err)
 	}
 	s := &Store{db: db, log: cfg.Logger, cfg: cfg, queue: make(chan *commit, 8192), stop: make(chan struct{}),
-		groups: newGroupCache(groupCacheBytes)}
+		groups: newGroupCache(groupCacheBytes), space: space,
+		flushReq: make(chan chan error)}
 	if err := s.checkVersion(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -153,10 +177,51 @@ func Open(cfg Config) (*Store, error) {
 	s.wg.Add(1)
 	go s.commitLoop()
 	if !cfg.InMemory {
-		s.wg.Add(1)
+		s.wg.Add(2)
 		go s.gcLoop()
+		go s.spaceLoop()
 	}
 	return s, nil
+}
+
+// spaceCheckInterval is how often free space is measured besides after
+// every commit (which notices the store's own growth): it notices space
+// that others take or give back.
+const spaceCheckInterval = 250 * time.Millisecond
+
+func (s *Store) spaceLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(spaceCheckInterval)
+	defer t.Stop()
+	var (
+		reclaimedAt uint64
+		lastReclaim time.Time
+	)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.space.check()
+			if s.space.admit() != nil && s.commits.Load() != reclaimedAt &&
+				time.Since(lastReclaim) >= reclaimInterval {
+				reclaimedAt, lastReclaim = s.commits.Load(), time.Now()
+				s.reclaim()
+				s.space.check()
+			}
+		}
+	}
+}
+
+// Admit reports whether a write that adds data (an enqueue, a budget
+// write) may go ahead: nil, or the 503 storage-unavailable error to
+// answer while the disk is nearly full. Writes that remove or finish data
+// are always admitted.
+func (s *Store) Admit() error {
+	if s.space == nil {
+		return nil
+	}
+	return s.space.admit()
 }
 
 // groupCacheBytes bounds the decoded job groups the store keeps for payload
@@ -248,6 +313,10 @@ func (s *Store) commitLoop() {
 	for {
 		var first *commit
 		select {
+		case done := <-s.flushReq:
+			// no commit runs while badger blocks writes to flush
+			done <- s.flushMemtable()
+			continue
 		case first = <-s.queue:
 		case <-s.stop:
 			// Drain what was submitted before Close.
@@ -273,6 +342,10 @@ func (s *Store) commitLoop() {
 			}
 		}
 		s.commitGroup(group)
+		s.commits.Add(1)
+		if s.space != nil {
+			s.space.check()
+		}
 	}
 }
 
@@ -312,7 +385,10 @@ func (s *Store) commitGroup(group []*commit) {
 			msg = msg[:300] + "..."
 		}
 		s.log.Error("commit failed", "err", msg, "batches", len(group))
-		err = fmt.Errorf("persistence: commit: %w", err)
+		// the store could not write (no space, no descriptors, a
+		// transaction it cannot take): a 503 for the client, never a
+		// crash; what was not committed was not acknowledged
+		err = fmt.Errorf("persistence: commit: %w", protocol.Errorf(protocol.CodeUnavailable, "storage unavailable: %s", msg))
 	}
 	for _, c := range group {
 		if c.done != nil {

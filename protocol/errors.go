@@ -16,7 +16,7 @@ const (
 	CodeConflict                      // the request conflicts with current state (409)
 	CodeUnprocessable                 // well-formed but impossible against server state (422)
 	CodeTooLarge                      // request body over the size limit (413)
-	CodeUnavailable                   // the server is shutting down or its store cannot write (503)
+	CodeUnavailable                   // shutting down, storage unavailable, server busy (503)
 	CodeForbidden                     // refused by policy, e.g. a cross-origin write (403)
 )
 

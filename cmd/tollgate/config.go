@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	httpapi "github.com/tollgate/tollgate/http"
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
 )
@@ -43,6 +44,19 @@ type serveConfig struct {
 	DefaultCommitMode   persistence.CommitMode
 	EnqueueCommitMode   persistence.CommitMode
 	MaxBudgets          int
+	// IdleTimeout closes a keep-alive connection that carries no request
+	// for this long.
+	IdleTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration
+	// BodyReadTimeout bounds reading a request's body.
+	BodyReadTimeout time.Duration
+	// MaxConnections caps the open client connections; 0 derives it from
+	// the descriptor limit (connlimit.go).
+	MaxConnections int
+	// MaxBodyMemory bounds the request-body bytes held across all
+	// connections together.
+	MaxBodyMemory int64
 	// GCHeadroomMiB bounds the heap growth between collections once the
 	// live heap is large (gctuner.go); 0 leaves GOGC alone.
 	GCHeadroomMiB int
@@ -154,6 +168,40 @@ func checkOrigin(o string) error {
 	return nil
 }
 
+// sizeValue is a flag.Value for a byte count: an integer, optionally
+// followed by KiB, MiB or GiB.
+type sizeValue struct{ n *int64 }
+
+func (v sizeValue) String() string {
+	if v.n == nil {
+		return ""
+	}
+	if *v.n%(1<<20) == 0 {
+		return strconv.FormatInt(*v.n>>20, 10) + "MiB"
+	}
+	return strconv.FormatInt(*v.n, 10)
+}
+
+func (v sizeValue) Set(s string) error {
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"KiB", 10}, {"MiB", 20}, {"GiB", 30}}
+	shift := uint(0)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, shift = strings.TrimSuffix(s, u.suffix), u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)>>shift {
+		return errors.New("expected a byte count such as 268435456 or 256MiB")
+	}
+	*v.n = n << shift
+	return nil
+}
+
 type uint32Value struct{ v *uint32 }
 
 func (u uint32Value) String() string {
@@ -202,6 +250,10 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		LogMaxSizeMiB:       100,
 		LogMaxFiles:         5,
 		SlowCommit:          time.Second,
+		IdleTimeout:         2 * time.Minute,
+		ReadHeaderTimeout:   30 * time.Second,
+		BodyReadTimeout:     time.Minute,
+		MaxBodyMemory:       httpapi.DefaultMaxBodyMemory,
 	}
 	enqueueMode := persistence.CommitMode("")
 	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
@@ -270,6 +322,16 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("enqueue-commit-mode", "TOLLGATE_ENQUEUE_COMMIT_MODE", "commit mode for enqueues (default: --default-commit-mode)")
 	fs.IntVar(&cfg.MaxBudgets, "max-budgets", cfg.MaxBudgets, "")
 	def("max-budgets", "TOLLGATE_MAX_BUDGETS", "maximum number of budgets; 0 = unlimited")
+	fs.Var(durationValue{&cfg.IdleTimeout}, "idle-timeout", "")
+	def("idle-timeout", "TOLLGATE_IDLE_TIMEOUT", "close a keep-alive connection idle this long")
+	fs.Var(durationValue{&cfg.ReadHeaderTimeout}, "read-header-timeout", "")
+	def("read-header-timeout", "TOLLGATE_READ_HEADER_TIMEOUT", "time allowed to send a request's headers")
+	fs.Var(durationValue{&cfg.BodyReadTimeout}, "body-read-timeout", "")
+	def("body-read-timeout", "TOLLGATE_BODY_READ_TIMEOUT", "time allowed to send a request's body")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "")
+	def("max-connections", "TOLLGATE_MAX_CONNECTIONS", "open client connections at most; 0 = the descriptor limit minus a reserve for the store")
+	fs.Var(sizeValue{&cfg.MaxBodyMemory}, "max-body-memory", "")
+	def("max-body-memory", "TOLLGATE_MAX_BODY_MEMORY", "request-body bytes held in memory across all connections (e.g. 256MiB); over it requests get 503")
 	fs.IntVar(&cfg.GCHeadroomMiB, "gc-headroom-mib", cfg.GCHeadroomMiB, "")
 	def("gc-headroom-mib", "TOLLGATE_GC_HEADROOM_MIB", "heap growth allowed between collections once the heap is large, MiB; 0 or a GOGC variable leaves Go's default")
 
@@ -322,6 +384,12 @@ func (c *serveConfig) validate() error {
 		return errorf("invalid --default-backoff-exponent: must be a finite number >= 0")
 	case c.HeartbeatInterval <= 0:
 		return errorf("invalid --heartbeat-interval: must be positive")
+	case c.IdleTimeout <= 0 || c.ReadHeaderTimeout <= 0 || c.BodyReadTimeout <= 0:
+		return errorf("invalid --idle-timeout, --read-header-timeout or --body-read-timeout: must be positive")
+	case c.MaxConnections < 0:
+		return errorf("invalid --max-connections %d: must be >= 0", c.MaxConnections)
+	case c.MaxBodyMemory < 8<<20:
+		return errorf("invalid --max-body-memory %d: must be at least 8MiB, the largest body", c.MaxBodyMemory)
 	case c.ReaperInterval <= 0:
 		return errorf("invalid --reaper-check-interval: must be positive")
 	case c.LogMaxSizeMiB < 1:

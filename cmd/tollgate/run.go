@@ -197,10 +197,11 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	defer engine.Stop()
 
 	e, api := httpapi.New(httpapi.Config{Version: Version, HeartbeatInterval: cfg.HeartbeatInterval, AllowOrigins: cfg.AllowOrigins, Logger: log,
-		AccessLog: cfg.AccessLog, StreamStallTimeout: cfg.StreamStallTimeout, StreamBufferLimit: cfg.StreamBufferLimit}, engine)
+		AccessLog: cfg.AccessLog, StreamStallTimeout: cfg.StreamStallTimeout, StreamBufferLimit: cfg.StreamBufferLimit,
+		BodyReadTimeout: cfg.BodyReadTimeout, MaxBodyMemory: cfg.MaxBodyMemory}, engine)
 	fresh := &freshConns{}
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		ConnContext: httpapi.ConnContext, ConnState: fresh.track}
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug), ConnContext: httpapi.ConnContext}
 	// http.Server.Shutdown waits 5 s before closing a connection that never
 	// sent a request; nothing is lost by closing those as soon as the
 	// listener is closed (RegisterOnShutdown runs then).
@@ -215,12 +216,21 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	} else {
 		srv.Protocols.SetUnencryptedHTTP2(true)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	maxConns, nofile := cfg.MaxConnections, uint64(0)
+	if maxConns == 0 {
+		maxConns, nofile = defaultMaxConnections()
+	}
+	ln := newConnLimiter(tcp, maxConns)
+	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		fresh.track(c, state)
+		ln.trackState(c, state)
+	}
 	logStarted(log, rootDir, engine.Stats())
-	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme)
+	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme, "max_connections", maxConns, "nofile", nofile)
 
 	errc := make(chan error, 1)
 	go func() {

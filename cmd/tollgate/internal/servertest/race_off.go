@@ -3,3 +3,7 @@
 package servertest
 
 const raceEnabled = false
+
+// Race reports whether the binary under test is built with the race
+// detector (whose shadow memory multiplies a process's resident set).
+const Race = raceEnabled

@@ -31,10 +31,15 @@ var (
 )
 
 // Binary builds ./cmd/tollgate once (with -race when the tests run with it)
-// and returns the path of the executable.
+// and returns the path of the executable. TOLLGATE_TEST_BINARY names a
+// prebuilt binary to use instead (to see a test fail on an older build).
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if p := os.Getenv("TOLLGATE_TEST_BINARY"); p != "" {
+			buildPath = p
+			return
+		}
 		dir, err := os.MkdirTemp("", "tollgate-bin-")
 		if err != nil {
 			buildErr = err
@@ -86,6 +91,9 @@ type Server struct {
 	t       testing.TB
 	RootDir string
 	Args    []string
+	// Wrapper, when set, is a command the binary runs under, such as
+	// prlimit with its options; it must exec the binary in its own process.
+	Wrapper []string
 	URL     string // e.g. http://127.0.0.1:43121
 	Addr    string // e.g. 127.0.0.1:43121
 	// Client speaks to the server: http.DefaultClient unless StartTLS set
@@ -129,13 +137,24 @@ func StartIn(t testing.TB, rootDir string, extraArgs ...string) *Server {
 	return s
 }
 
+// StartWrapped is StartIn with the binary run under a wrapper command
+// (e.g. prlimit --nofile=256:256), kept for restarts.
+func StartWrapped(t testing.TB, rootDir string, wrapper []string, extraArgs ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, RootDir: rootDir, Args: extraArgs, Wrapper: wrapper}
+	s.start()
+	t.Cleanup(func() { s.Stop() })
+	return s
+}
+
 func (s *Server) start() {
 	t := s.t
 	t.Helper()
 	args := []string{"serve", "--root-dir", s.RootDir, "--host", "127.0.0.1", "--port", "0",
 		"--log-format", "json", "--log-level", "info"}
 	args = append(args, s.Args...)
-	cmd := exec.Command(Binary(t), args...)
+	argv := append(append(append([]string(nil), s.Wrapper...), Binary(t)), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
