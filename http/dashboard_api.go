@@ -55,7 +55,11 @@ type statsBody struct {
 // budget pools cost one question per budget.
 func parseStatsInclude(c echo.Context) (queues, budgets bool, err error) {
 	queues, budgets = true, true
-	for name, values := range c.QueryParams() {
+	q, err := protocol.ParseQuery(c.Request().URL.RawQuery)
+	if err != nil {
+		return false, false, err
+	}
+	for name, values := range q {
 		if name != "include" {
 			return false, false, protocol.Invalid("invalid query parameters: unknown field `%s`, expected `include`", name)
 		}
@@ -149,7 +153,11 @@ func (a *API) budgetLine(c echo.Context) error {
 		return err
 	}
 	limit := defaultLineLimit
-	for name, values := range c.QueryParams() {
+	q, err := protocol.ParseQuery(c.Request().URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	for name, values := range q {
 		if name != "limit" {
 			return protocol.Invalid("invalid query parameters: unknown field `%s`, expected `limit`", name)
 		}
