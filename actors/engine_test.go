@@ -30,9 +30,11 @@ func (o *recordingOutbox) stopBudget(string)              {}
 func (o *recordingOutbox) schedule(id string, at uint64) {
 	o.scheduled[id] = at
 }
-func (o *recordingOutbox) unschedule(id string) { delete(o.scheduled, id) }
-func (o *recordingOutbox) clearSchedule()       {}
-func (o *recordingOutbox) queuesChanged()       {}
+func (o *recordingOutbox) unschedule(id string)  { delete(o.scheduled, id) }
+func (o *recordingOutbox) clearSchedule()        {}
+func (o *recordingOutbox) queuesChanged()        {}
+func (o *recordingOutbox) scheduleCron(CronSlot) {}
+func (o *recordingOutbox) clearCrons()           {}
 
 func testEngine(cfg EngineConfig) (*queueCore, *recordingOutbox) {
 	out := &recordingOutbox{scheduled: map[string]uint64{}}

@@ -224,6 +224,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 		}
 	}()
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	e.deleteCronGroups(batch) // first, so no firing enqueues after (SPEC §6.8)
 	for _, en := range e.jobs {
 		deleteRecord(en.job, en.grp, en.override, batch)
 		en.state = stGone

@@ -13,12 +13,17 @@ import "encoding/binary"
 //	b/<budget key>               budget record                  queue actor
 //	g/<first job id>             job group: its members' records queue actor
 //	g/<first job id>/<seq u32>   group mark: dispatches, removals queue actor
+//	c/<cron group>               cron group record              queue actor
+//	n/<cron group>\x00<entry>    cron entry record              queue actor
 //
 // A bulk enqueue stores its jobs as groups (group.go); a member's own
 // j/<id> record, when it has one, overrides the group's copy.
 //
 // The payload is written once, at enqueue, and never changes, so the many
 // rewrites of a job record as its status changes stay small.
+//
+// Cron group and entry names never contain NUL, so the NUL after the group
+// name ends it: a group's entries are one prefix, in entry-name order.
 //
 // Job IDs are 25 fixed-length base-36 characters, so "e/<id>/" prefixes
 // never collide. Budget keys never contain NUL and are at most 255 bytes.
@@ -29,7 +34,24 @@ var (
 	errorPrefix   = []byte("e/")
 	budgetPrefix  = []byte("b/")
 	groupPrefix   = []byte("g/")
+	cronPrefix    = []byte("c/")
+	entryPrefix   = []byte("n/")
 )
+
+func cronGroupKey(group string) []byte {
+	k := make([]byte, 0, len(cronPrefix)+len(group))
+	return append(append(k, cronPrefix...), group...)
+}
+
+// cronEntriesPrefix is the prefix of a group's entries.
+func cronEntriesPrefix(group string) []byte {
+	k := make([]byte, 0, len(entryPrefix)+len(group)+1)
+	return append(append(append(k, entryPrefix...), group...), 0)
+}
+
+func cronEntryKey(group, entry string) []byte {
+	return append(cronEntriesPrefix(group), entry...)
+}
 
 func jobKey(id string) []byte {
 	k := make([]byte, 0, len(jobPrefix)+len(id))
