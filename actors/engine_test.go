@@ -16,6 +16,7 @@ type recordingOutbox struct {
 	persisted int
 	scheduled map[string]uint64
 	toBudgets []budgetMsg
+	cron      *cronSchedule
 }
 
 func (o *recordingOutbox) persist(b *persistence.Batch, done func(error)) {
@@ -33,11 +34,11 @@ func (o *recordingOutbox) schedule(id string, at uint64) {
 func (o *recordingOutbox) unschedule(id string)  { delete(o.scheduled, id) }
 func (o *recordingOutbox) clearSchedule()        {}
 func (o *recordingOutbox) queuesChanged()        {}
-func (o *recordingOutbox) scheduleCron(CronSlot) {}
-func (o *recordingOutbox) clearCrons()           {}
+func (o *recordingOutbox) scheduleCron(s CronSlot) { o.cron.put(s.Group, s.Entry, s.Slot) }
+func (o *recordingOutbox) clearCrons()            { o.cron.clear() }
 
 func testEngine(cfg EngineConfig) (*queueCore, *recordingOutbox) {
-	out := &recordingOutbox{scheduled: map[string]uint64{}}
+	out := &recordingOutbox{scheduled: map[string]uint64{}, cron: newCronSchedule()}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return newQueueCore(cfg.WithDefaults(), out, log, newConsumedSet(), NewTracer()), out
 }
