@@ -31,11 +31,11 @@ func (o *recordingOutbox) stopBudget(string)              {}
 func (o *recordingOutbox) schedule(id string, at uint64) {
 	o.scheduled[id] = at
 }
-func (o *recordingOutbox) unschedule(id string)  { delete(o.scheduled, id) }
-func (o *recordingOutbox) clearSchedule()        {}
-func (o *recordingOutbox) queuesChanged()        {}
+func (o *recordingOutbox) unschedule(id string)    { delete(o.scheduled, id) }
+func (o *recordingOutbox) clearSchedule()          {}
+func (o *recordingOutbox) queuesChanged()          {}
 func (o *recordingOutbox) scheduleCron(s CronSlot) { o.cron.put(s.Group, s.Entry, s.Slot) }
-func (o *recordingOutbox) clearCrons()            { o.cron.clear() }
+func (o *recordingOutbox) clearCrons()             { o.cron.clear() }
 
 func testEngine(cfg EngineConfig) (*queueCore, *recordingOutbox) {
 	out := &recordingOutbox{scheduled: map[string]uint64{}, cron: newCronSchedule()}
