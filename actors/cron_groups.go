@@ -483,11 +483,11 @@ func (e *queueCore) fireCron(now uint64, g *cronGroupState, es *cronEntryState, 
 	next := nextSlot(es.expr, now, effectiveZone(es.zone, g.zone))
 	es.rec.NextEnqueueAt = next
 	defer e.out.scheduleCron(CronSlot{s.Group, s.Entry, next})
-	stats, tracer, log := e.cron.stats, e.tracer, e.log
+	stats, tracer, log, queue := e.cron.stats, e.tracer, e.log, es.rec.Job.Queue
 	if g.rec.Paused || es.rec.Paused {
 		stats.Paused.Add(1)
 		e.persistCronTick(es, g.rec.Name)
-		tracer.cron(EventCronSkipped, s, "", "paused")
+		tracer.cron(EventCronSkipped, s, "", queue, "paused")
 		return
 	}
 	prevLast := es.rec.LastEnqueueAt
@@ -505,7 +505,7 @@ func (e *queueCore) fireCron(now uint64, g *cronGroupState, es *cronEntryState, 
 			if v := r.Jobs[0]; v.Duplicate != nil && *v.Duplicate {
 				reason = "duplicate"
 			}
-			tracer.cron(EventCronFired, s, r.Jobs[0].ID, reason)
+			tracer.cron(EventCronFired, s, r.Jobs[0].ID, queue, reason)
 		case error:
 			if !written {
 				refused = r // before anything was written: the enqueue refused
@@ -524,7 +524,7 @@ func (e *queueCore) fireCron(now uint64, g *cronGroupState, es *cronEntryState, 
 		stats.Skipped.Add(1)
 		log.Error("cron firing skipped: the enqueue failed", "group", s.Group, "entry", s.Entry, "err", refused)
 		e.persistCronTick(es, g.rec.Name)
-		tracer.cron(EventCronSkipped, s, "", refused.Error())
+		tracer.cron(EventCronSkipped, s, "", queue, refused.Error())
 	}
 }
 

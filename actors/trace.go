@@ -126,9 +126,9 @@ func (t *Tracer) job(kind EventKind, j *protocol.Job, stream uint64) {
 
 // cron traces a cron tick: fired (with the job made, or the duplicate's
 // holder) or skipped (paused, or the enqueue failed: reason says).
-func (t *Tracer) cron(kind EventKind, s CronSlot, jobID, reason string) {
+func (t *Tracer) cron(kind EventKind, s CronSlot, jobID, queue, reason string) {
 	if !t.on() {
 		return
 	}
-	t.emit(Event{Kind: kind, Actor: "cron", JobID: jobID, CronGroup: s.Group, CronEntry: s.Entry, Slot: s.Slot, Reason: reason})
+	t.emit(Event{Kind: kind, Actor: "cron", JobID: jobID, Queue: queue, CronGroup: s.Group, CronEntry: s.Entry, Slot: s.Slot, Reason: reason})
 }

@@ -128,3 +128,30 @@ func TestCronRestartFiresMissedOnce(t *testing.T) {
 	coreWaitUntilMS(t, coreNowMS()+1500)
 	require.Len(t, cronJobs(t, s2srv.URL, "down"), 1, "the missed slots fire once")
 }
+
+// TestCronTraced: each firing is traced with its group, entry, slot and
+// job id (cron_fired), a paused tick as cron_skipped; /metrics counts them.
+func TestCronTraced(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t)
+	tr := obsOpenTrace(t, s, "queue=traced")
+	g := cronPut(t, s.URL, "tr", map[string]any{"entries": []any{cronEntryBody("e", "* * * * * *", "traced")}})
+	slot := g.Entries[0].NextEnqueueAt
+	tr.until("cron_fired", func() bool { return tr.count("cron_fired", "") >= 1 })
+	ev := tr.get("cron_fired", "", 0)
+	require.Equal(t, "tr", ev.Group)
+	require.Equal(t, "e", ev.Entry)
+	require.Equal(t, int64(slot), ev.Slot)
+	require.NotEmpty(t, ev.JobID)
+	require.Equal(t, ev.JobID, cronJobs(t, s.URL, "traced")[0].ID)
+	coreRequireStatus(t, coreDoJSON(t, s.URL, "PATCH", "/crons/tr", map[string]any{"paused": true}), http.StatusOK)
+	tr.until("cron_skipped", func() bool { return tr.count("cron_skipped", "") >= 1 })
+	require.Equal(t, "paused", tr.get("cron_skipped", "", 0).Reason)
+	fams := obsMetrics(t, s)
+	v, ok := obsValue(fams, "tollgate_cron_firings_total", nil)
+	require.True(t, ok)
+	require.GreaterOrEqual(t, v, 1.0)
+	v, ok = obsValue(fams, "tollgate_cron_paused_ticks_total", nil)
+	require.True(t, ok)
+	require.GreaterOrEqual(t, v, 1.0)
+}
