@@ -37,8 +37,9 @@ func newCronActor(queue *actor.PID, clock Clock, timers Timers, log *slog.Logger
 	return &cronActor{sched: newCronSchedule(), queue: queue, clock: clock, timers: timers, log: log}
 }
 
-// ScheduleCron sets an entry's next slot in the cron schedule (0: remove).
-type ScheduleCron struct{ Slot CronSlot }
+// ScheduleCron sets entries' next slots in the cron schedule (slot 0:
+// remove), in order.
+type ScheduleCron struct{ Slots []CronSlot }
 
 // ClearCrons empties the cron schedule.
 type ClearCrons struct{}
@@ -56,7 +57,9 @@ func (a *cronActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.disarm()
 	case *ScheduleCron:
-		a.sched.put(m.Slot.Group, m.Slot.Entry, m.Slot.Slot)
+		for _, s := range m.Slots {
+			a.sched.put(s.Group, s.Entry, s.Slot)
+		}
 		a.rearm(ctx)
 	case *ClearCrons:
 		a.sched.clear()

@@ -456,11 +456,21 @@ func (e *queueCore) loadCronGroup(sg persistence.StoredCronGroup) {
 	}
 }
 
-// onCronDue fires due entries in order, each in one transaction: the
-// enqueue of its template (unless it or its group is paused) and its new
-// next_enqueue_at (SPEC §8.1.6).
+// cronFiring is one due entry about to fire.
+type cronFiring struct {
+	g    *cronGroupState
+	es   *cronEntryState
+	slot CronSlot
+}
+
+// onCronDue fires due entries in order, each in one transaction with its
+// new next_enqueue_at: the enqueue of its template (unless it or its group
+// is paused; SPEC §8.1.6). The firings of one message share a transaction
+// when they can: their jobs go through enqueue together, as a bulk would.
 func (e *queueCore) onCronDue(now uint64, slots []CronSlot) {
 	e.cron.init()
+	var firing []cronFiring
+	var paused *persistence.Batch
 	for _, s := range slots {
 		g := e.cron.groups[s.Group]
 		if g == nil {
@@ -475,37 +485,99 @@ func (e *queueCore) onCronDue(now uint64, slots []CronSlot) {
 			e.out.scheduleCron(s)
 			continue
 		}
-		e.fireCron(now, g, es, s)
+		if g.rec.Paused || es.rec.Paused {
+			// SPEC §8.1.6: a paused entry still ticks; nothing is enqueued
+			if paused == nil {
+				paused = persistence.NewBatch(e.cfg.EnqueueSync)
+			}
+			e.advanceCron(now, g, es)
+			paused.PutCronEntry(g.rec.Name, &es.rec)
+			e.cron.stats.Paused.Add(1)
+			e.tracer.cron(EventCronSkipped, s, "", es.rec.Job.Queue, "paused")
+			continue
+		}
+		firing = append(firing, cronFiring{g, es, s})
+	}
+	if paused != nil {
+		e.persistCronTicks(paused)
+	}
+	if len(firing) > 1 && e.fireCronsTogether(now, firing) {
+		return
+	}
+	for _, f := range firing {
+		e.fireCron(now, f.g, f.es, f.slot)
 	}
 }
 
-func (e *queueCore) fireCron(now uint64, g *cronGroupState, es *cronEntryState, s CronSlot) {
-	next := nextSlot(es.expr, now, effectiveZone(es.zone, g.zone))
-	es.rec.NextEnqueueAt = next
-	defer e.out.scheduleCron(CronSlot{s.Group, s.Entry, next})
-	stats, tracer, log, queue := e.cron.stats, e.tracer, e.log, es.rec.Job.Queue
-	if g.rec.Paused || es.rec.Paused {
-		stats.Paused.Add(1)
-		e.persistCronTick(es, g.rec.Name)
-		tracer.cron(EventCronSkipped, s, "", queue, "paused")
-		return
+// advanceCron sets the entry's next_enqueue_at after now and schedules it.
+func (e *queueCore) advanceCron(now uint64, g *cronGroupState, es *cronEntryState) {
+	es.rec.NextEnqueueAt = nextSlot(es.expr, now, effectiveZone(es.zone, g.zone))
+	e.out.scheduleCron(CronSlot{g.rec.Name, es.rec.Name, es.rec.NextEnqueueAt})
+}
+
+// fireCronsTogether fires several entries in one enqueue and one
+// transaction. It reports false, having changed nothing, when the enqueue
+// refuses (then each entry fires alone, and only the failing ones skip).
+func (e *queueCore) fireCronsTogether(now uint64, fs []cronFiring) bool {
+	jobs := make([]*protocol.NewJob, len(fs))
+	for i, f := range fs {
+		jobs[i] = f.es.rec.Job.NewJob()
 	}
-	prevLast := es.rec.LastEnqueueAt
-	es.rec.LastEnqueueAt = now
-	rec := es.rec
-	lateness := now - s.Slot
+	recs := make([]protocol.CronEntry, len(fs))
+	written := false
+	var refused error
+	stats, tracer, log := e.cron.stats, e.tracer, e.log
+	reply := func(res any) {
+		switch r := res.(type) {
+		case *EnqueueJobsResponse:
+			for i, f := range fs {
+				stats.Fired.Add(1)
+				stats.late(now - f.slot.Slot)
+				if tracer.on() {
+					tracer.cron(EventCronFired, f.slot, r.Jobs[i].ID, recs[i].Job.Queue, duplicateReason(r.Jobs[i]))
+				}
+			}
+		case error:
+			if !written {
+				refused = r
+				return
+			}
+			log.Error("cron firings not stored", "entries", len(fs), "err", r)
+		}
+	}
+	e.enqueueWith(now, &EnqueueJobs{Jobs: jobs}, func(b *persistence.Batch) {
+		for i, f := range fs {
+			f.es.rec.LastEnqueueAt = now
+			e.advanceCron(now, f.g, f.es)
+			recs[i] = f.es.rec
+			b.PutCronEntry(f.slot.Group, &recs[i])
+		}
+		written = true
+	}, reply)
+	return refused == nil
+}
+
+func duplicateReason(v *protocol.JobView) string {
+	if v.Duplicate != nil && *v.Duplicate {
+		return "duplicate"
+	}
+	return ""
+}
+
+// fireCron fires one entry: the enqueue of its template and its new times
+// in one transaction; when the enqueue fails, the tick is skipped (SPEC
+// §8.1.7): next_enqueue_at advances alone.
+func (e *queueCore) fireCron(now uint64, g *cronGroupState, es *cronEntryState, s CronSlot) {
+	stats, tracer, log, queue := e.cron.stats, e.tracer, e.log, es.rec.Job.Queue
+	var rec protocol.CronEntry
 	var refused error
 	written := false
 	reply := func(res any) {
 		switch r := res.(type) {
 		case *EnqueueJobsResponse:
 			stats.Fired.Add(1)
-			stats.late(lateness)
-			reason := ""
-			if v := r.Jobs[0]; v.Duplicate != nil && *v.Duplicate {
-				reason = "duplicate"
-			}
-			tracer.cron(EventCronFired, s, r.Jobs[0].ID, queue, reason)
+			stats.late(now - s.Slot)
+			tracer.cron(EventCronFired, s, r.Jobs[0].ID, queue, duplicateReason(r.Jobs[0]))
 		case error:
 			if !written {
 				refused = r // before anything was written: the enqueue refused
@@ -515,27 +587,29 @@ func (e *queueCore) fireCron(now uint64, g *cronGroupState, es *cronEntryState, 
 		}
 	}
 	e.enqueueWith(now, &EnqueueJobs{Jobs: []*protocol.NewJob{es.rec.Job.NewJob()}}, func(b *persistence.Batch) {
+		es.rec.LastEnqueueAt = now
+		e.advanceCron(now, g, es)
+		rec = es.rec
 		b.PutCronEntry(s.Group, &rec)
 		written = true
 	}, reply)
 	if refused != nil {
-		// SPEC §8.1.7: the tick is skipped; next_enqueue_at still advances
-		es.rec.LastEnqueueAt = prevLast
 		stats.Skipped.Add(1)
 		log.Error("cron firing skipped: the enqueue failed", "group", s.Group, "entry", s.Entry, "err", refused)
-		e.persistCronTick(es, g.rec.Name)
+		e.advanceCron(now, g, es)
+		batch := persistence.NewBatch(e.cfg.EnqueueSync)
+		batch.PutCronEntry(g.rec.Name, &es.rec)
+		e.persistCronTicks(batch)
 		tracer.cron(EventCronSkipped, s, "", queue, refused.Error())
 	}
 }
 
-// persistCronTick stores an entry's advanced next_enqueue_at alone.
-func (e *queueCore) persistCronTick(es *cronEntryState, group string) {
-	batch := persistence.NewBatch(e.cfg.EnqueueSync)
-	batch.PutCronEntry(group, &es.rec)
-	log, name := e.log, es.rec.Name
+// persistCronTicks stores entries whose next_enqueue_at advanced alone.
+func (e *queueCore) persistCronTicks(batch *persistence.Batch) {
+	log := e.log
 	e.out.persist(batch, func(err error) {
 		if err != nil {
-			log.Error("cron tick not stored", "group", group, "entry", name, "err", err)
+			log.Error("cron ticks not stored", "err", err)
 		}
 	})
 }

@@ -36,6 +36,7 @@ type queueActor struct {
 	root      *actor.RootContext
 	scheduler *actor.PID
 	crons     *actor.PID // the cron actor
+	cronSlots []CronSlot // for the cron actor, sent at the end of Receive
 	cronStats *CronStats
 	// budgets links each budget key to its actor; toBudgets lists the
 	// links with messages pending, flushed at the end of each Receive
@@ -72,6 +73,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	now := millis(a.clock.Now())
 	a.handle(ctx, ctx.Message(), now)
 	flushLinks(ctx, &a.toBudgets, newBudgetBatch)
+	a.flushCrons(ctx)
 }
 
 func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
@@ -312,9 +314,21 @@ func (a *queueActor) unschedule(id string) { a.ctx.Send(a.scheduler, &Unschedule
 
 func (a *queueActor) clearSchedule() { a.ctx.Send(a.scheduler, &ClearSchedule{}) }
 
-func (a *queueActor) scheduleCron(s CronSlot) { a.ctx.Send(a.crons, &ScheduleCron{Slot: s}) }
+// scheduleCron queues a slot for the cron actor; the slots of one Receive
+// go in one message (flushCrons).
+func (a *queueActor) scheduleCron(s CronSlot) { a.cronSlots = append(a.cronSlots, s) }
 
-func (a *queueActor) clearCrons() { a.ctx.Send(a.crons, &ClearCrons{}) }
+func (a *queueActor) clearCrons() {
+	a.cronSlots = nil
+	a.ctx.Send(a.crons, &ClearCrons{})
+}
+
+func (a *queueActor) flushCrons(ctx actor.Context) {
+	if len(a.cronSlots) > 0 {
+		ctx.Send(a.crons, &ScheduleCron{Slots: a.cronSlots})
+		a.cronSlots = nil
+	}
+}
 
 func (a *queueActor) queuesChanged() {
 	for _, l := range a.budgets {

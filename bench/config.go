@@ -150,7 +150,8 @@ var scenarioDefaults = map[string]defaults{
 	scenarioRate:  {"jobs": "20000", "budget-alloc": "2000", "budget-duration": "1s", "prefetch": "500"},
 	scenarioMulti: {},
 	// 10,000 entries every second for 60 s; 2 workers take and ack.
-	scenarioCron: {"duration": "60s", "workers": "2"},
+	// Acks come every 20 ms, so a prefetch of 2000 per stream is ample.
+	scenarioCron: {"duration": "60s", "workers": "2", "prefetch": "2000"},
 	// --jobs and --prefetch are derived (deriveManyBudgets): 8192 budgets
 	// * (10 held + 100 parked) = 901,120 jobs.
 	scenarioManyBudgets: {"budget-alloc": "10", "batch": "1000", "idle-timeout": "30s", "timeout": "10m"},

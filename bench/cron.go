@@ -104,7 +104,7 @@ func runCron(ctx context.Context, cfg Config, log *slog.Logger, tgt *target, std
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := cronWorker(wctx, hc, tgt.url, cfg.Queue, func(t cronTaken) {
+			if err := cronWorker(wctx, hc, tgt.url, cfg.Queue, cfg.Prefetch, func(t cronTaken) {
 				mu.Lock()
 				taken = append(taken, t)
 				mu.Unlock()
@@ -208,8 +208,8 @@ func cronServerCPU(tgt *target) (float64, int64) {
 
 // cronWorker holds one NDJSON take stream, records each job's slot and
 // arrival, and acks what it took in bulk.
-func cronWorker(ctx context.Context, hc *http.Client, base, queue string, record func(cronTaken)) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/jobs/take?prefetch=0&queue="+queue, nil)
+func cronWorker(ctx context.Context, hc *http.Client, base, queue string, prefetch int, record func(cronTaken)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/jobs/take?prefetch=%d&queue=%s", base, prefetch, queue), nil)
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func cronWorker(ctx context.Context, hc *http.Client, base, queue string, record
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(100 * time.Millisecond)
+		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		var ids []string
 		flush := func() {
