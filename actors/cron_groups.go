@@ -303,7 +303,7 @@ func (e *queueCore) patchCronGroup(now uint64, m *PatchCronGroup, reply func(any
 			}
 			es.rec.NextEnqueueAt = nextSlot(es.expr, now, effectiveZone(nil, g.zone))
 			e.out.scheduleCron(CronSlot{g.rec.Name, es.rec.Name, es.rec.NextEnqueueAt})
-			batch.PutCronEntry(g.rec.Name, &es.rec)
+			batch.PutCronTimes(g.rec.Name, es.rec.Name, es.rec.NextEnqueueAt, es.rec.LastEnqueueAt)
 		}
 	}
 	batch.PutCronGroup(&g.rec)
@@ -491,7 +491,7 @@ func (e *queueCore) onCronDue(now uint64, slots []CronSlot) {
 				paused = persistence.NewBatch(e.cfg.EnqueueSync)
 			}
 			e.advanceCron(now, g, es)
-			paused.PutCronEntry(g.rec.Name, &es.rec)
+			paused.PutCronTimes(g.rec.Name, es.rec.Name, es.rec.NextEnqueueAt, es.rec.LastEnqueueAt)
 			e.cron.stats.Paused.Add(1)
 			e.tracer.cron(EventCronSkipped, s, "", es.rec.Job.Queue, "paused")
 			continue
@@ -523,7 +523,7 @@ func (e *queueCore) fireCronsTogether(now uint64, fs []cronFiring) bool {
 	for i, f := range fs {
 		jobs[i] = f.es.rec.Job.NewJob()
 	}
-	recs := make([]protocol.CronEntry, len(fs))
+	queues := make([]string, len(fs))
 	written := false
 	var refused error
 	stats, tracer, log := e.cron.stats, e.tracer, e.log
@@ -534,7 +534,7 @@ func (e *queueCore) fireCronsTogether(now uint64, fs []cronFiring) bool {
 				stats.Fired.Add(1)
 				stats.late(now - f.slot.Slot)
 				if tracer.on() {
-					tracer.cron(EventCronFired, f.slot, r.Jobs[i].ID, recs[i].Job.Queue, duplicateReason(r.Jobs[i]))
+					tracer.cron(EventCronFired, f.slot, r.Jobs[i].ID, queues[i], duplicateReason(r.Jobs[i]))
 				}
 			}
 		case error:
@@ -549,8 +549,8 @@ func (e *queueCore) fireCronsTogether(now uint64, fs []cronFiring) bool {
 		for i, f := range fs {
 			f.es.rec.LastEnqueueAt = now
 			e.advanceCron(now, f.g, f.es)
-			recs[i] = f.es.rec
-			b.PutCronEntry(f.slot.Group, &recs[i])
+			queues[i] = f.es.rec.Job.Queue
+			b.PutCronTimes(f.slot.Group, f.slot.Entry, f.es.rec.NextEnqueueAt, now)
 		}
 		written = true
 	}, reply)
@@ -569,7 +569,6 @@ func duplicateReason(v *protocol.JobView) string {
 // §8.1.7): next_enqueue_at advances alone.
 func (e *queueCore) fireCron(now uint64, g *cronGroupState, es *cronEntryState, s CronSlot) {
 	stats, tracer, log, queue := e.cron.stats, e.tracer, e.log, es.rec.Job.Queue
-	var rec protocol.CronEntry
 	var refused error
 	written := false
 	reply := func(res any) {
@@ -589,8 +588,7 @@ func (e *queueCore) fireCron(now uint64, g *cronGroupState, es *cronEntryState, 
 	e.enqueueWith(now, &EnqueueJobs{Jobs: []*protocol.NewJob{es.rec.Job.NewJob()}}, func(b *persistence.Batch) {
 		es.rec.LastEnqueueAt = now
 		e.advanceCron(now, g, es)
-		rec = es.rec
-		b.PutCronEntry(s.Group, &rec)
+		b.PutCronTimes(s.Group, s.Entry, es.rec.NextEnqueueAt, now)
 		written = true
 	}, reply)
 	if refused != nil {
@@ -598,7 +596,7 @@ func (e *queueCore) fireCron(now uint64, g *cronGroupState, es *cronEntryState, 
 		log.Error("cron firing skipped: the enqueue failed", "group", s.Group, "entry", s.Entry, "err", refused)
 		e.advanceCron(now, g, es)
 		batch := persistence.NewBatch(e.cfg.EnqueueSync)
-		batch.PutCronEntry(g.rec.Name, &es.rec)
+		batch.PutCronTimes(g.rec.Name, es.rec.Name, es.rec.NextEnqueueAt, es.rec.LastEnqueueAt)
 		e.persistCronTicks(batch)
 		tracer.cron(EventCronSkipped, s, "", queue, refused.Error())
 	}

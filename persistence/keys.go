@@ -15,12 +15,16 @@ import "encoding/binary"
 //	g/<first job id>/<seq u32>   group mark: dispatches, removals queue actor
 //	c/<cron group>               cron group record              queue actor
 //	n/<cron group>\x00<entry>    cron entry record              queue actor
+//	t/<cron group>\x00<entry>    cron entry times (next, last)  queue actor
 //
 // A bulk enqueue stores its jobs as groups (group.go); a member's own
 // j/<id> record, when it has one, overrides the group's copy.
 //
 // The payload is written once, at enqueue, and never changes, so the many
 // rewrites of a job record as its status changes stay small.
+//
+// A firing rewrites only the entry's times (t/, 17 bytes), not its record
+// with the template; the times there override those in the record.
 //
 // Cron group and entry names never contain NUL, so the NUL after the group
 // name ends it: a group's entries are one prefix, in entry-name order.
@@ -36,7 +40,14 @@ var (
 	groupPrefix   = []byte("g/")
 	cronPrefix    = []byte("c/")
 	entryPrefix   = []byte("n/")
+	timesPrefix   = []byte("t/")
 )
+
+func cronTimesKey(group, entry string) []byte {
+	k := make([]byte, 0, len(timesPrefix)+len(group)+1+len(entry))
+	k = append(append(append(k, timesPrefix...), group...), 0)
+	return append(k, entry...)
+}
 
 func cronGroupKey(group string) []byte {
 	k := make([]byte, 0, len(cronPrefix)+len(group))
