@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -362,12 +363,24 @@ func (e *queueCore) dropCronGroup(g *cronGroupState, batch *persistence.Batch) {
 	batch.DeleteCronGroup(g.rec.Name)
 }
 
-// deleteCronGroups removes every group into batch and returns how many.
-func (e *queueCore) deleteCronGroups(batch *persistence.Batch) int {
+// cronDeleteChunk bounds the writes of one batch that deletes groups: a
+// store of 100,000 entries holds 200,000 keys for them, beyond what badger
+// takes in one transaction.
+const cronDeleteChunk = 20000
+
+// deleteCronGroups removes every group and returns how many, with the
+// batches that delete them from the store, to be committed in order.
+func (e *queueCore) deleteCronGroups() (int, []*persistence.Batch) {
 	e.cron.init()
 	n := len(e.cron.groups)
+	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	batches := []*persistence.Batch{batch}
 	for _, g := range e.cron.groups {
 		for _, es := range g.entries {
+			if batch.Len() >= cronDeleteChunk {
+				batch = persistence.NewBatch(e.cfg.DefaultSync)
+				batches = append(batches, batch)
+			}
 			batch.DeleteCronEntry(g.rec.Name, es.rec.Name)
 		}
 		batch.DeleteCronGroup(g.rec.Name)
@@ -376,7 +389,29 @@ func (e *queueCore) deleteCronGroups(batch *persistence.Batch) int {
 	e.cron.groups = make(map[string]*cronGroupState)
 	e.cron.claims = make(map[string]map[cronRef]uint32)
 	e.out.clearCrons()
-	return n
+	return n, batches
+}
+
+// persistAll submits batches in order and calls done once, after the last
+// has committed, with the first error if any failed.
+func (e *queueCore) persistAll(batches []*persistence.Batch, done func(error)) {
+	var mu sync.Mutex
+	left := len(batches)
+	var first error
+	for _, b := range batches {
+		e.out.persist(b, func(err error) {
+			mu.Lock()
+			if err != nil && first == nil {
+				first = err
+			}
+			left--
+			last, ferr := left == 0, first
+			mu.Unlock()
+			if last {
+				done(ferr)
+			}
+		})
+	}
 }
 
 // cronClaimOf returns how many entries draw on a budget and the first in

@@ -177,9 +177,15 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *DeleteCronEntry:
 		a.eng.deleteCronEntry(m, a.replier(ctx))
 	case *DeleteCronGroups:
-		batch := persistence.NewBatch(a.cfg.DefaultSync)
-		n := a.eng.deleteCronGroups(batch)
-		a.eng.persistThenReply(batch, a.replier(ctx), &DeletedResponse{Deleted: n})
+		n, batches := a.eng.deleteCronGroups()
+		reply := a.replier(ctx)
+		a.eng.persistAll(batches, func(err error) {
+			if err != nil {
+				reply(err)
+				return
+			}
+			reply(&DeletedResponse{Deleted: n})
+		})
 	case *MetricsRequest:
 		ctx.Respond(a.eng.metrics(now))
 	default:
