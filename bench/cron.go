@@ -145,6 +145,17 @@ func runCron(ctx context.Context, cfg Config, log *slog.Logger, tgt *target, std
 	if _, err := call(http.MethodDelete, "/crons", nil); err != nil {
 		return err
 	}
+	// let the workers drain what fired (bounded), so that the install
+	// phase starts from an empty server
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b, err := call(http.MethodGet, "/jobs/count?queue="+cfg.Queue+"&status=ready,in_flight", nil)
+		var c struct {
+			Count int64 `json:"count"`
+		}
+		if err != nil || json.Unmarshal(b, &c) != nil || c.Count == 0 {
+			break
+		}
+	}
 	stopWorkers()
 	wg.Wait()
 
