@@ -39,9 +39,11 @@ func TestCronFiresEverySecond(t *testing.T) {
 	require.LessOrEqual(t, uint64(len(jobs)), (end-first)/1000+1)
 	slices.Sort(offsets)
 	t.Logf("firing offsets after the slot (ms): %v", offsets)
-	// the median firing is within 250 ms of its slot (normally a few ms;
-	// generous for a busy shared machine)
-	require.Less(t, offsets[len(offsets)/2], uint64(250))
+	// the median firing is within 500 ms of its slot: normally a few ms,
+	// but this machine is shared (load averages above 30 were seen); a
+	// firing a slot late or early would read as ~1000 ms or a repeated
+	// second
+	require.Less(t, offsets[len(offsets)/2], uint64(500))
 
 	e := cronDecodeEntry(t, coreDoJSON(t, s.URL, "GET", "/crons/tick/entries/sec", nil), http.StatusOK)
 	require.NotZero(t, e.LastEnqueueAt)
