@@ -53,7 +53,7 @@ func (h *cronHarness) put(now time.Time, group, zone string, entries ...[3]strin
 
 // tick fires every entry due at now and returns how many jobs exist.
 func (h *cronHarness) tick(now time.Time) int {
-	h.e.onCronDue(ms(now), h.out.cron.due(ms(now), 1<<30))
+	h.e.onCronDue(ms(now), h.out.crons().due(ms(now), 1<<30))
 	return len(h.e.jobs)
 }
 
@@ -96,7 +96,7 @@ func TestCronClockJumps(t *testing.T) {
 	back := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	require.Equal(t, 2, h.tick(back))
 	require.Equal(t, ms(time.Date(2026, 5, 1, 13, 6, 0, 0, time.UTC)), h.entry("g", "minutely").NextEnqueueAt)
-	at, ok := h.out.cron.wakeAt(ms(back))
+	at, ok := h.out.crons().wakeAt(ms(back))
 	require.True(t, ok)
 	require.Equal(t, ms(back)+cronRecheck, at)
 	// the clock reaches the slot again: it fires once, late by the jump

@@ -34,8 +34,17 @@ func (o *recordingOutbox) schedule(id string, at uint64) {
 func (o *recordingOutbox) unschedule(id string)    { delete(o.scheduled, id) }
 func (o *recordingOutbox) clearSchedule()          {}
 func (o *recordingOutbox) queuesChanged()          {}
-func (o *recordingOutbox) scheduleCron(s CronSlot) { o.cron.put(s.Group, s.Entry, s.Slot) }
-func (o *recordingOutbox) clearCrons()             { o.cron.clear() }
+func (o *recordingOutbox) scheduleCron(s CronSlot) { o.crons().put(s.Group, s.Entry, s.Slot) }
+func (o *recordingOutbox) clearCrons()             { o.crons().clear() }
+
+// crons is the recorded cron schedule (made on first use: some tests build
+// the outbox by hand).
+func (o *recordingOutbox) crons() *cronSchedule {
+	if o.cron == nil {
+		o.cron = newCronSchedule()
+	}
+	return o.cron
+}
 
 func testEngine(cfg EngineConfig) (*queueCore, *recordingOutbox) {
 	out := &recordingOutbox{scheduled: map[string]uint64{}, cron: newCronSchedule()}
