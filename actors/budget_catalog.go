@@ -77,6 +77,10 @@ func (e *queueCore) patchBudget(now uint64, m *PatchBudget, reply func(any)) {
 // unfinished job still fits (allocation first, then burst).
 func (e *queueCore) replaceBudget(now uint64, be *budgetEntry, def protocol.Definition, reply func(any)) {
 	key := be.budget.Key
+	if err := e.cronGuardShrink(key, def); err != nil {
+		reply(err)
+		return
+	}
 	if n, c := be.costsAbove(def.Allocation); n > 0 {
 		reply(protocol.Unprocessable("budget '%s' cannot allocate %d: %d unfinished %s draw up to %d from it. Raise the allocation, delete them, or wait for them to drain.", key, def.Allocation, n, plural(n, "job", "jobs"), c))
 		return
@@ -121,6 +125,10 @@ func (e *queueCore) deleteBudget(m *DeleteBudget, reply func(any)) {
 	be := e.budgets[m.Key]
 	if be == nil {
 		reply(budgetNotFound(m.Key))
+		return
+	}
+	if err := e.cronGuardDelete(m.Key); err != nil {
+		reply(err)
 		return
 	}
 	if be.boundTotal > 0 {

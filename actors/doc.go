@@ -9,6 +9,12 @@
 //   - budget actor, one per budget: its token pool, its reservations, its
 //     parked jobs in (priority, id) order and one wake timer.
 //   - scheduler actor: the scheduled set by (ready_at, id) and one timer.
+//   - cron actor: every cron entry by (next_enqueue_at, group, entry) and
+//     one timer, re-armed at least every 60 s to notice clock jumps. It
+//     only keeps time: the queue actor owns the groups and entries (their
+//     records, templates and budget claims) and fires due entries through
+//     its ordinary enqueue, the job and the entry's new times in one
+//     transaction (cron_groups.go).
 //
 // # Dispatch
 //

@@ -16,6 +16,7 @@ type recordingOutbox struct {
 	persisted int
 	scheduled map[string]uint64
 	toBudgets []budgetMsg
+	cron      *cronSchedule
 }
 
 func (o *recordingOutbox) persist(b *persistence.Batch, done func(error)) {
@@ -37,12 +38,23 @@ func (o *recordingOutbox) stopBudget(string)              {}
 func (o *recordingOutbox) schedule(id string, at uint64) {
 	o.scheduled[id] = at
 }
-func (o *recordingOutbox) unschedule(id string) { delete(o.scheduled, id) }
-func (o *recordingOutbox) clearSchedule()       {}
-func (o *recordingOutbox) queuesChanged()       {}
+func (o *recordingOutbox) unschedule(id string)    { delete(o.scheduled, id) }
+func (o *recordingOutbox) clearSchedule()          {}
+func (o *recordingOutbox) queuesChanged()          {}
+func (o *recordingOutbox) scheduleCron(s CronSlot) { o.crons().put(s.Group, s.Entry, s.Slot) }
+func (o *recordingOutbox) clearCrons()             { o.crons().clear() }
+
+// crons is the recorded cron schedule (made on first use: some tests build
+// the outbox by hand).
+func (o *recordingOutbox) crons() *cronSchedule {
+	if o.cron == nil {
+		o.cron = newCronSchedule()
+	}
+	return o.cron
+}
 
 func testEngine(cfg EngineConfig) (*queueCore, *recordingOutbox) {
-	out := &recordingOutbox{scheduled: map[string]uint64{}}
+	out := &recordingOutbox{scheduled: map[string]uint64{}, cron: newCronSchedule()}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return newQueueCore(cfg.WithDefaults(), out, log, newConsumedSet(), NewTracer()), out
 }

@@ -10,6 +10,14 @@ import (
 )
 
 func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
+	e.enqueueWith(now, m, nil, reply)
+}
+
+// enqueueWith is enqueue with more writes in the same transaction: with is
+// called with the batch before it is committed, unless the enqueue is
+// refused first (then nothing is written and reply has the error). A cron
+// firing adds its entry's new times this way (cron_groups.go).
+func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persistence.Batch), reply func(any)) {
 	created := make(map[string]*protocol.Budget)
 	var createdOrder []string
 	for i, nj := range m.Jobs {
@@ -105,6 +113,9 @@ func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
 	}
 	e.storeNewJobs(stored, batch)
+	if with != nil {
+		with(batch)
+	}
 	e.persistOrUndo(batch, reply, &EnqueueJobsResponse{Jobs: views}, func(now uint64) {
 		e.undoEnqueue(now, stored, createdOrder)
 	})

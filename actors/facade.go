@@ -57,6 +57,8 @@ type Engine struct {
 	timeout time.Duration
 	tracer  *Tracer
 	stats   StartupStats
+	// cronStats counts cron firings (cron_groups.go)
+	cronStats *CronStats
 
 	stopOnce sync.Once
 }
@@ -85,14 +87,15 @@ func Start(cfg Config) (*Engine, error) {
 		cfg.Timers = NewActorTimers(system.Root)
 	}
 	qa := &queueActor{
-		cfg:      cfg.Engine.WithDefaults(),
-		store:    cfg.Store,
-		clock:    cfg.Clock,
-		timers:   cfg.Timers,
-		log:      log.With("component", "queue"),
-		tracer:   cfg.Tracer,
-		consumed: newConsumedSet(),
-		root:     system.Root,
+		cfg:       cfg.Engine.WithDefaults(),
+		store:     cfg.Store,
+		clock:     cfg.Clock,
+		timers:    cfg.Timers,
+		log:       log.With("component", "queue"),
+		tracer:    cfg.Tracer,
+		consumed:  newConsumedSet(),
+		root:      system.Root,
+		cronStats: &CronStats{},
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return qa },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(3, time.Minute, actor.DefaultDecider)))
@@ -101,7 +104,7 @@ func Start(cfg Config) (*Engine, error) {
 		system.Shutdown()
 		return nil, fmt.Errorf("actors.Start: spawn queue: %w", err)
 	}
-	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer}
+	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer, cronStats: qa.cronStats}
 	res, err := e.call(context.Background(), &startupStatsRequest{})
 	if err != nil {
 		e.Stop()

@@ -223,6 +223,11 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 			e.runDeferred(now, id)
 		}
 	}()
+	// cron groups first, so that no firing enqueues after (SPEC §6.8);
+	// their deletes commit before the rest
+	_, cronBatches := e.deleteCronGroups()
+	var cronErr error
+	e.persistAll(cronBatches, func(err error) { cronErr = err })
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	for _, en := range e.jobs {
 		deleteRecord(en.job, en.grp, en.override, batch)
@@ -257,5 +262,14 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	e.inFlightTotal = 0
 	e.reservingTotal = 0
 	e.out.clearSchedule()
-	e.persistThenReply(batch, reply, &Done{})
+	e.out.persist(batch, func(err error) {
+		if err == nil {
+			err = cronErr // committed before this batch (one committer, in order)
+		}
+		if err != nil {
+			reply(err)
+			return
+		}
+		reply(&Done{})
+	})
 }

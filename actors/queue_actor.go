@@ -36,6 +36,9 @@ type queueActor struct {
 	root      *actor.RootContext
 	self      *actor.PID
 	scheduler *actor.PID
+	crons     *actor.PID // the cron actor
+	cronSlots []CronSlot // for the cron actor, sent at the end of Receive
+	cronStats *CronStats
 	// budgets links each budget key to its actor; toBudgets lists the
 	// links with messages pending, flushed at the end of each Receive
 	// (batching.go).
@@ -71,6 +74,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	now := millis(a.clock.Now())
 	a.handle(ctx, ctx.Message(), now)
 	flushLinks(ctx, &a.toBudgets, newBudgetBatch)
+	a.flushCrons(ctx)
 }
 
 func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
@@ -162,6 +166,36 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 		ctx.Forward(l.pid)
 	case *JobWaitingRequest:
 		a.onJobWaiting(ctx, m)
+	case *CronDue:
+		a.eng.onCronDue(now, m.Slots)
+	case *ListCronGroups:
+		ctx.Respond(a.eng.listCronGroups())
+	case *GetCronGroup:
+		ctx.Respond(a.eng.getCronGroup(m.Group))
+	case *GetCronEntry:
+		ctx.Respond(a.eng.getCronEntry(m.Group, m.Entry))
+	case *PutCronGroup:
+		a.eng.putCronGroup(now, m, a.replier(ctx))
+	case *PutCronEntry:
+		a.eng.putCronEntry(now, m, a.replier(ctx))
+	case *PatchCronGroup:
+		a.eng.patchCronGroup(now, m, a.replier(ctx))
+	case *PatchCronEntry:
+		a.eng.patchCronEntry(now, m, a.replier(ctx))
+	case *DeleteCronGroup:
+		a.eng.deleteCronGroup(m, a.replier(ctx))
+	case *DeleteCronEntry:
+		a.eng.deleteCronEntry(m, a.replier(ctx))
+	case *DeleteCronGroups:
+		n, batches := a.eng.deleteCronGroups()
+		reply := a.replier(ctx)
+		a.eng.persistAll(batches, func(err error) {
+			if err != nil {
+				reply(err)
+				return
+			}
+			reply(&DeletedResponse{Deleted: n})
+		})
 	case *MetricsRequest:
 		ctx.Respond(a.eng.metrics(now))
 	default:
@@ -190,7 +224,11 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	a.scheduler = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return newSchedulerActor(ctx.Self(), a.clock, a.timers, a.log.With("component", "scheduler"))
 	}))
+	a.crons = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return newCronActor(ctx.Self(), a.clock, a.timers, a.log.With("component", "cron"))
+	}))
 	a.eng = newQueueCore(a.cfg, a, a.log, a.consumed, a.tracer)
+	a.eng.cron.stats = a.cronStats
 	budgets, err := a.store.LoadBudgets()
 	if err != nil {
 		a.loadErr = err
@@ -198,6 +236,14 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	}
 	for _, b := range budgets {
 		a.eng.loadBudget(*b)
+	}
+	crons, err := a.store.LoadCronGroups()
+	if err != nil {
+		a.loadErr = err
+		return
+	}
+	for _, g := range crons {
+		a.eng.loadCronGroup(g)
 	}
 	// Loading writes back recovered jobs and moves payloads beyond the
 	// cache apart. Those writes are committed in chunks cut between jobs,
@@ -286,6 +332,22 @@ func (a *queueActor) schedule(id string, readyAt uint64) {
 func (a *queueActor) unschedule(id string) { a.ctx.Send(a.scheduler, &UnscheduleJob{ID: id}) }
 
 func (a *queueActor) clearSchedule() { a.ctx.Send(a.scheduler, &ClearSchedule{}) }
+
+// scheduleCron queues a slot for the cron actor; the slots of one Receive
+// go in one message (flushCrons).
+func (a *queueActor) scheduleCron(s CronSlot) { a.cronSlots = append(a.cronSlots, s) }
+
+func (a *queueActor) clearCrons() {
+	a.cronSlots = nil
+	a.ctx.Send(a.crons, &ClearCrons{})
+}
+
+func (a *queueActor) flushCrons(ctx actor.Context) {
+	if len(a.cronSlots) > 0 {
+		ctx.Send(a.crons, &ScheduleCron{Slots: a.cronSlots})
+		a.cronSlots = nil
+	}
+}
 
 func (a *queueActor) queuesChanged() {
 	for _, l := range a.budgets {

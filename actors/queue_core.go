@@ -58,6 +58,8 @@ type outbox interface {
 	unschedule(id string)
 	clearSchedule()
 	queuesChanged()
+	scheduleCron(s CronSlot)
+	clearCrons()
 }
 
 type jobState uint8
@@ -191,6 +193,7 @@ type queueCore struct {
 
 	budgets map[string]*budgetEntry
 	unique  map[string]string // unique key -> holder job id
+	cron    cronCatalog       // cron groups (cron_groups.go)
 	tracer  *Tracer
 	obs     engineObs // counters for metrics (observe.go)
 	names   nameInterner

@@ -27,6 +27,8 @@ const (
 	EventAcked          EventKind = "acked"
 	EventFailed         EventKind = "failed"
 	EventRequeued       EventKind = "requeued"
+	EventCronFired      EventKind = "cron_fired"
+	EventCronSkipped    EventKind = "cron_skipped"
 )
 
 // Event is one traced step. Tokens is the budget's pool level after the
@@ -50,6 +52,9 @@ type Event struct {
 	WorkerID     string    `json:"worker_id,omitempty"`
 	Position     int       `json:"position,omitempty"` // parked: place in the budget's line, from 1
 	Count        uint64    `json:"count,omitempty"`    // dropped: events lost
+	CronGroup    string    `json:"group,omitempty"`    // cron events: the entry's group
+	CronEntry    string    `json:"entry,omitempty"`    // cron events: the entry
+	Slot         uint64    `json:"slot,omitempty"`     // cron events: the slot fired (Unix ms)
 }
 
 // Tracer fans dispatch events out to subscribers. With no subscriber every
@@ -117,4 +122,13 @@ func (t *Tracer) job(kind EventKind, j *protocol.Job, stream uint64) {
 		return
 	}
 	t.emit(Event{Kind: kind, Actor: "queue", JobID: j.ID, Queue: j.Queue, Budgets: bindingKeys(j.Budgets), Stream: stream})
+}
+
+// cron traces a cron tick: fired (with the job made, or the duplicate's
+// holder) or skipped (paused, or the enqueue failed: reason says).
+func (t *Tracer) cron(kind EventKind, s CronSlot, jobID, queue, reason string) {
+	if !t.on() {
+		return
+	}
+	t.emit(Event{Kind: kind, Actor: "cron", JobID: jobID, Queue: queue, CronGroup: s.Group, CronEntry: s.Entry, Slot: s.Slot, Reason: reason})
 }

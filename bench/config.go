@@ -22,11 +22,12 @@ const (
 	scenarioBacklog     = "backlog"
 	scenarioRestart     = "restart"
 	scenarioCeiling     = "ceiling"
+	scenarioCron        = "cron"
 )
 
 var scenarioNames = []string{
 	scenarioLifecycle, scenarioInflight, scenarioRate, scenarioMulti,
-	scenarioManyBudgets, scenarioBacklog, scenarioRestart, scenarioCeiling,
+	scenarioManyBudgets, scenarioBacklog, scenarioRestart, scenarioCeiling, scenarioCron,
 }
 
 // Config is everything one run needs. Zero values are filled in by
@@ -109,6 +110,10 @@ type Config struct {
 	DispatchLog string
 	// Tiny selects a preset small enough for CI.
 	Tiny bool
+	// CronEntries, CronGroupSize and CronInstall size the cron scenario
+	// (cron.go): entries firing every second, entries per group, and
+	// entries installed afterwards for the install time and RSS.
+	CronEntries, CronGroupSize, CronInstall int
 	// LogLevel of the harness's own logs.
 	LogLevel string
 	// CPUProfile, when set, is where the harness writes its own CPU
@@ -133,7 +138,7 @@ var globalDefaults = defaults{
 	"sleep": "0s", "budget-alloc": "100", "budget-duration": "1s", "budget-burst": "0",
 	"budgets": "8192", "parked": "100", "cost": "1", "kill-at": "0.5", "kills": "1",
 	"timeout": "2m", "idle-timeout": "15s", "request-timeout": "30s", "progress": "1s",
-	"enqueue-rate": "0",
+	"enqueue-rate": "0", "cron-entries": "10000", "cron-group-size": "1000", "cron-install": "100000",
 }
 
 // scenarioDefaults override globalDefaults per scenario.
@@ -145,6 +150,9 @@ var scenarioDefaults = map[string]defaults{
 	// 2000/s with the default burst of 2000: about 9 s for 20000 jobs.
 	scenarioRate:  {"jobs": "20000", "budget-alloc": "2000", "budget-duration": "1s", "prefetch": "500"},
 	scenarioMulti: {},
+	// 10,000 entries every second for 60 s; 2 workers take and ack.
+	// Acks come every 20 ms, so a prefetch of 2000 per stream is ample.
+	scenarioCron: {"duration": "60s", "workers": "2", "prefetch": "2000"},
 	// --jobs and --prefetch are derived (deriveManyBudgets): 8192 budgets
 	// * (10 held + 100 parked) = 901,120 jobs.
 	scenarioManyBudgets: {"budget-alloc": "10", "batch": "1000", "idle-timeout": "30s", "timeout": "10m"},
@@ -163,6 +171,7 @@ var tinyDefaults = map[string]defaults{
 	scenarioManyBudgets: {"budgets": "256", "parked": "20"},
 	scenarioBacklog:     {"jobs": "5000", "batch": "500"},
 	scenarioRestart:     {"jobs": "4000", "enqueue-rate": "2000", "sleep": "100ms", "idle-timeout": "10s"},
+	scenarioCron:        {"cron-entries": "200", "cron-group-size": "100", "cron-install": "2000", "duration": "3s"},
 }
 
 // parseConfig parses args into a Config. It writes usage to out on -h.
@@ -203,6 +212,9 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.StringVar(&c.DispatchLog, "dispatch-log", "", "write a CSV of every time_based dispatch and its deviation to this file")
 	fs.BoolVar(&c.Tiny, "tiny", false, "preset small enough for CI (a few seconds)")
+	fs.IntVar(&c.CronEntries, "cron-entries", 0, "cron: entries firing every second")
+	fs.IntVar(&c.CronGroupSize, "cron-group-size", 0, "cron: entries per group (one PUT each)")
+	fs.IntVar(&c.CronInstall, "cron-install", 0, "cron: entries installed after the run, for install time and RSS (0: skip)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "harness log level: debug, info, warn, error")
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write the harness's own CPU profile (client side) to this file")
 	// Show the defaults a run really uses: the global ones on each flag,
@@ -358,6 +370,9 @@ func (c *Config) validate() error {
 	}
 	if c.BudgetDuration < time.Millisecond {
 		errs = append(errs, errors.New("--budget-duration must be at least 1ms"))
+	}
+	if c.Scenario == scenarioCron && (c.CronEntries < 1 || c.CronGroupSize < 1 || c.CronGroupSize > 1000 || c.CronInstall < 0 || c.Duration <= 0) {
+		errs = append(errs, errors.New("cron: --cron-entries must be at least 1, --cron-group-size 1 to 1000, --cron-install not negative, --duration positive"))
 	}
 	if c.KillAt <= 0 || c.KillAt >= 1 {
 		errs = append(errs, errors.New("--kill-at must be between 0 and 1"))

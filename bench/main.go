@@ -26,6 +26,9 @@
 //	              time, RSS while serving), then time the drain
 //	restart       kill -9 the server under load, restart it, count losses
 //	ceiling       the same HTTP shapes against a trivial in-process handler
+//	cron          --cron-entries entries firing every second for --duration:
+//	              lateness from slot to take, firings/s, server CPU; then
+//	              install time and RSS for --cron-install entries (cron.go)
 //
 // # Output
 //

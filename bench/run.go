@@ -49,6 +49,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sigs <-ch
 		defer stop()
 	}
 	rep, err := execute(ctx, cfg, log, sigs)
+	if errors.Is(err, errCronReported) {
+		return exitOK
+	}
 	if err != nil {
 		log.Error("run failed", "err", err)
 		return exitSetup
@@ -66,6 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sigs <-ch
 	}
 	return exitOK
 }
+
+// errCronReported says the cron scenario printed its own report.
+var errCronReported = errors.New("cron scenario reported")
 
 // target is what the load is aimed at.
 type target struct {
@@ -156,6 +162,16 @@ func execute(ctx context.Context, cfg Config, log *slog.Logger, sigs <-chan os.S
 	}
 	defer stopServer()
 
+	if cfg.Scenario == scenarioCron {
+		if err := runCron(ctx, cfg, log, tgt, os.Stdout); err != nil {
+			return nil, err
+		}
+		stopServer()
+		if stopErr != nil {
+			return nil, fmt.Errorf("server did not exit 0 after SIGTERM: %w", stopErr)
+		}
+		return nil, errCronReported
+	}
 	errs := newErrorLog()
 	sc := newScenario(cfg, "bench-"+runID)
 	r := newRunner(cfg, log, sc, errs, runID)

@@ -75,6 +75,9 @@ type traceFrame struct {
 	Stream       uint64   `json:"stream,omitempty" msgpack:"stream,omitempty"`
 	Position     int      `json:"position,omitempty" msgpack:"position,omitempty"`
 	Count        uint64   `json:"count,omitempty" msgpack:"count,omitempty"`
+	Group        string   `json:"group,omitempty" msgpack:"group,omitempty"` // cron events
+	Entry        string   `json:"entry,omitempty" msgpack:"entry,omitempty"`
+	Slot         uint64   `json:"slot,omitempty" msgpack:"slot,omitempty"`
 }
 
 func roundTokens(p *float64) *float64 {
@@ -94,7 +97,7 @@ func toTraceFrame(e *actors.Event) *traceFrame {
 		JobID: e.JobID, Queue: e.Queue, Budget: e.Budget, Budgets: e.Budgets, Cost: e.Cost,
 		TokensBefore: roundTokens(e.TokensBefore), Tokens: roundTokens(e.Tokens),
 		DueAt: e.DueAt, Reason: e.Reason, WorkerID: e.WorkerID, Stream: e.Stream,
-		Position: e.Position, Count: e.Count,
+		Position: e.Position, Count: e.Count, Group: e.CronGroup, Entry: e.CronEntry, Slot: e.Slot,
 	}
 }
 

@@ -33,6 +33,8 @@ type engineCollector struct {
 	budgetAllocation, budgetCapacity        *prometheus.Desc
 	headAffordableAt                        *prometheus.Desc
 	queueWait, runTime                      *prometheus.Desc
+	cronFired, cronSkipped, cronPaused      *prometheus.Desc
+	cronLateSum, cronLateMax, cronEntries   *prometheus.Desc
 	jobStatuses                             []protocol.Status
 	budgetLabels, queueLabels, statusLabels []string
 }
@@ -67,6 +69,12 @@ func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollecto
 		scrapeError:      d("tollgate_scrape_error", "1 when the engine did not answer this scrape.", nil, nil),
 		queueWait:        d("tollgate_job_queue_wait_seconds", "Time from a job being ready (the later of its ready_at and its enqueue) to its dispatch, by queue; parked time included.", q, nil),
 		runTime:          d("tollgate_job_run_seconds", "Time from a job's dispatch to its success or failure report, by queue.", q, nil),
+		cronFired:        d("tollgate_cron_firings_total", "Cron firings that enqueued a job (or found its unique key held) since the server started.", nil, nil),
+		cronSkipped:      d("tollgate_cron_skips_total", "Cron firings skipped because the enqueue failed since the server started.", nil, nil),
+		cronPaused:       d("tollgate_cron_paused_ticks_total", "Cron ticks of paused entries or groups (nothing enqueued) since the server started.", nil, nil),
+		cronLateSum:      d("tollgate_cron_lateness_seconds_total", "Sum over cron firings of the time from the slot to the firing.", nil, nil),
+		cronLateMax:      d("tollgate_cron_lateness_max_seconds", "The latest a cron firing has run after its slot since the server started.", nil, nil),
+		cronEntries:      d("tollgate_cron_entries", "Cron entries installed.", nil, nil),
 		jobStatuses:      []protocol.Status{protocol.StatusReady, protocol.StatusScheduled, protocol.StatusInFlight, protocol.StatusCompleted, protocol.StatusDead},
 	}
 }
@@ -76,7 +84,8 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.dispatched, c.acked, c.failed,
 		c.tokens, c.inFlight, c.held, c.budgetParked, c.budgetDispatches, c.refusals, c.wakeAt,
 		c.headAffordableAt, c.budgetAllocation, c.budgetCapacity, c.streams, c.subscribers, c.scrapeError,
-		c.queueWait, c.runTime} {
+		c.queueWait, c.runTime,
+		c.cronFired, c.cronSkipped, c.cronPaused, c.cronLateSum, c.cronLateMax, c.cronEntries} {
 		ch <- d
 	}
 }
@@ -130,6 +139,13 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.headAffordableAt, float64(b.HeadAffordableAt)/1000, b.Key)
 		}
 	}
+	cs := c.engine.CronStats()
+	counter(c.cronFired, float64(cs.Fired.Load()))
+	counter(c.cronSkipped, float64(cs.Skipped.Load()))
+	counter(c.cronPaused, float64(cs.Paused.Load()))
+	counter(c.cronLateSum, float64(cs.LatenessMs.Load())/1000)
+	gauge(c.cronLateMax, float64(cs.LatenessMax.Load())/1000)
+	gauge(c.cronEntries, float64(cs.Entries.Load()))
 	gauge(c.streams, float64(m.Streams))
 	gauge(c.subscribers, float64(m.Subscribers))
 }

@@ -132,6 +132,18 @@ func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
 	e.POST("/jobs/:id/success", api.ack)
 	e.POST("/jobs/:id/failure", api.fail)
 
+	e.GET("/crons", api.listCrons)
+	e.DELETE("/crons", api.deleteCrons)
+	e.GET("/crons/:group", api.getCronGroup)
+	e.PUT("/crons/:group", api.putCronGroup)
+	e.PATCH("/crons/:group", api.patchCronGroup)
+	e.DELETE("/crons/:group", api.deleteCronGroup)
+	e.POST("/crons/:group/entries", api.postCronEntry)
+	e.GET("/crons/:group/entries/:entry", api.getCronEntry)
+	e.PUT("/crons/:group/entries/:entry", api.putCronEntry)
+	e.PATCH("/crons/:group/entries/:entry", api.patchCronEntry)
+	e.DELETE("/crons/:group/entries/:entry", api.deleteCronEntry)
+
 	e.GET("/budgets", api.listBudgets)
 	e.GET("/budgets/:key", api.getBudget)
 	e.POST("/budgets/:key", api.createBudget)

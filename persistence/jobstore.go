@@ -25,6 +25,9 @@ type JobStore interface {
 	Commit(ctx context.Context, b *Batch) error
 	// LoadBudgets returns every stored budget in key order.
 	LoadBudgets() ([]*protocol.Budget, error)
+	// LoadCronGroups returns every stored cron group in name order, each
+	// with its entries.
+	LoadCronGroups() ([]StoredCronGroup, error)
 	// ScanJobs calls fn with every stored job and where it is stored.
 	ScanJobs(fn func(*protocol.Job, Member) error) error
 	// GetJob reads one job with its payload (protocol.ErrJobNotFound when

@@ -13,6 +13,9 @@ import "encoding/binary"
 //	b/<budget key>               budget record                  queue actor
 //	g/<first job id>             job group: its members' records queue actor
 //	g/<first job id>/<seq u32>   group mark: dispatches, removals queue actor
+//	c/<cron group>               cron group record              queue actor
+//	n/<cron group>\x00<entry>    cron entry record              queue actor
+//	t/<cron group>\x00<entry>    cron entry times (next, last)  queue actor
 //	m/reclaim                    empty; written and dropped to   Store (space.go)
 //	                             flush the memtable
 //
@@ -21,6 +24,12 @@ import "encoding/binary"
 //
 // The payload is written once, at enqueue, and never changes, so the many
 // rewrites of a job record as its status changes stay small.
+//
+// A firing rewrites only the entry's times (t/, 17 bytes), not its record
+// with the template; the times there override those in the record.
+//
+// Cron group and entry names never contain NUL, so the NUL after the group
+// name ends it: a group's entries are one prefix, in entry-name order.
 //
 // Job IDs are 25 fixed-length base-36 characters, so "e/<id>/" prefixes
 // never collide. Budget keys never contain NUL and are at most 255 bytes.
@@ -32,7 +41,31 @@ var (
 	errorPrefix   = []byte("e/")
 	budgetPrefix  = []byte("b/")
 	groupPrefix   = []byte("g/")
+	cronPrefix    = []byte("c/")
+	entryPrefix   = []byte("n/")
+	timesPrefix   = []byte("t/")
 )
+
+func cronTimesKey(group, entry string) []byte {
+	k := make([]byte, 0, len(timesPrefix)+len(group)+1+len(entry))
+	k = append(append(append(k, timesPrefix...), group...), 0)
+	return append(k, entry...)
+}
+
+func cronGroupKey(group string) []byte {
+	k := make([]byte, 0, len(cronPrefix)+len(group))
+	return append(append(k, cronPrefix...), group...)
+}
+
+// cronEntriesPrefix is the prefix of a group's entries.
+func cronEntriesPrefix(group string) []byte {
+	k := make([]byte, 0, len(entryPrefix)+len(group)+1)
+	return append(append(append(k, entryPrefix...), group...), 0)
+}
+
+func cronEntryKey(group, entry string) []byte {
+	return append(cronEntriesPrefix(group), entry...)
+}
 
 func jobKey(id string) []byte {
 	k := make([]byte, 0, len(jobPrefix)+len(id))

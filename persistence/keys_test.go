@@ -21,12 +21,24 @@ func TestErrorKeysSortByAttempt(t *testing.T) {
 }
 
 func TestKeyspacesAreDistinct(t *testing.T) {
-	keys := [][]byte{versionKey, jobKey("a"), payloadKey("a"), errorKey("a", 1), budgetKey("a"), groupKey("a")}
+	keys := [][]byte{versionKey, jobKey("a"), payloadKey("a"), errorKey("a", 1), budgetKey("a"), groupKey("a"), cronGroupKey("a"), cronEntryKey("a", "b")}
 	for i := range keys {
 		for j := range keys {
 			if i != j && bytes.HasPrefix(keys[i], keys[j][:2]) {
 				t.Fatalf("key %q shares the prefix of %q", keys[i], keys[j])
 			}
 		}
+	}
+}
+
+func TestCronEntryKeysStayInTheirGroup(t *testing.T) {
+	if bytes.HasPrefix(cronEntryKey("ab", "c"), cronEntriesPrefix("a")) {
+		t.Fatal("an entry of group ab falls under group a's prefix")
+	}
+	if bytes.Compare(cronEntryKey("a", "b"), cronEntryKey("a", "c")) >= 0 {
+		t.Fatal("entries of a group do not sort by name")
+	}
+	if !bytes.HasPrefix(cronEntryKey("a/b", "x"), cronEntriesPrefix("a/b")) {
+		t.Fatal("an entry lacks its group prefix")
 	}
 }

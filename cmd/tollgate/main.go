@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// the IANA zone database, for cron zones on hosts without zone files
+	_ "time/tzdata"
 )
 
 func main() {

@@ -52,6 +52,9 @@ type traceEvent struct {
 	Stream       uint64   `json:"stream"`
 	Position     int      `json:"position"`
 	Count        uint64   `json:"count"`
+	Group        string   `json:"group"` // cron events
+	Entry        string   `json:"entry"`
+	Slot         int64    `json:"slot"`
 }
 
 func parseTrace(args []string, stderr io.Writer) (*traceConfig, error) {
@@ -319,6 +322,13 @@ func (p *tracePrinter) print(ev *traceEvent) error {
 			v += fmt.Sprintf(" (%s late)", at.Sub(due).Round(time.Millisecond))
 		}
 		field("due", v)
+	}
+	if ev.Group != "" || ev.Entry != "" {
+		field("cron", ev.Group+"/"+ev.Entry)
+	}
+	if ev.Slot != 0 {
+		slot := time.UnixMilli(ev.Slot)
+		field("slot", slot.Format("15:04:05.000")+fmt.Sprintf(" (%s late)", at.Sub(slot).Round(time.Millisecond)))
 	}
 	if ev.Reason != "" {
 		field("reason", ev.Reason)
