@@ -1,6 +1,7 @@
 package http
 
 import (
+	"log/slog"
 	"net/http"
 	"net/url"
 
@@ -39,6 +40,7 @@ func (a *API) deleteCrons(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	a.logCronChange(c, "deleted: every group", "*", "")
 	return a.reply(c, http.StatusOK, res)
 }
 
@@ -70,6 +72,7 @@ func (a *API) putCronGroup(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	a.logCronChange(c, "replaced", group, "", slog.Int("entries", len(req.Entries)))
 	return a.reply(c, http.StatusOK, g)
 }
 
@@ -86,6 +89,7 @@ func (a *API) patchCronGroup(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	a.logCronChange(c, "updated", group, "")
 	return a.reply(c, http.StatusOK, g)
 }
 
@@ -100,6 +104,7 @@ func (a *API) deleteCronGroup(c echo.Context) error {
 	if err := a.engine.DeleteCronGroup(c.Request().Context(), group); err != nil {
 		return err
 	}
+	a.logCronChange(c, "deleted", group, "")
 	return c.NoContent(http.StatusNoContent)
 }
 
@@ -116,6 +121,7 @@ func (a *API) postCronEntry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	a.logCronChange(c, "created", group, *req.Name)
 	return a.reply(c, http.StatusCreated, en)
 }
 
@@ -136,6 +142,7 @@ func (a *API) putCronEntry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	a.logCronChange(c, "replaced", group, name)
 	return a.reply(c, http.StatusOK, en)
 }
 
@@ -167,6 +174,7 @@ func (a *API) patchCronEntry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	a.logCronChange(c, "updated", group, name)
 	return a.reply(c, http.StatusOK, en)
 }
 
@@ -181,6 +189,7 @@ func (a *API) deleteCronEntry(c echo.Context) error {
 	if err := a.engine.DeleteCronEntry(c.Request().Context(), group, name); err != nil {
 		return err
 	}
+	a.logCronChange(c, "deleted", group, name)
 	return c.NoContent(http.StatusNoContent)
 }
 
