@@ -4,16 +4,30 @@ package actors
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
 )
 
 func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
+	if st := e.checkFoldPlan(m, now); st != nil {
+		reply(st)
+		return
+	}
+	var acts []foldAction // the fold plan's actions, if any (batch_core.go)
+	if m.Plan != nil {
+		acts = m.Plan.Items
+	}
+	folds := func(i int) bool { return acts != nil && acts[i].Kind == foldInto }
 	created := make(map[string]*protocol.Budget)
 	var createdOrder []string
 	for i, nj := range m.Jobs {
-		if err := e.resolveBindings(now, nj, created, &createdOrder); err != nil {
+		check := e.resolveBindings
+		if folds(i) {
+			check = e.checkFoldBindings
+		}
+		if err := check(now, nj, created, &createdOrder); err != nil {
 			if m.Bulk {
 				err = protocol.Prefixed(fmt.Sprintf("jobs[%d]: ", i), err)
 			}
@@ -50,7 +64,7 @@ func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		created = make(map[string]*protocol.Budget)
 		createdOrder = createdOrder[:0]
 		for i, nj := range m.Jobs {
-			if views[i] != nil {
+			if views[i] != nil || folds(i) {
 				continue
 			}
 			if err := e.resolveBindings(now, nj, created, &createdOrder); err != nil {
@@ -68,7 +82,7 @@ func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 	viewArray := make([]protocol.JobView, len(m.Jobs)) // one allocation for the new jobs' views
 	stored := make([]*entry, 0, len(m.Jobs))
 	for i, nj := range m.Jobs {
-		if views[i] != nil {
+		if views[i] != nil || folds(i) {
 			continue
 		}
 		job := nj.Job
@@ -89,6 +103,9 @@ func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 		e.observeEnqueued(&job)
 		e.bind(&job)
 		e.claimUnique(&job)
+		if acts != nil && acts[i].Kind == foldStart {
+			e.startBatch(&job, batch)
+		}
 		ids[i] = job.ID
 		stored = append(stored, en)
 		job.FillEnqueueView(&viewArray[i], now, false, false)
@@ -104,9 +121,22 @@ func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 	for i, k := range holderIndex {
 		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
 	}
+	if acts != nil {
+		e.applyFolds(now, m.Plan, ids, views, batch)
+	}
 	e.storeNewJobs(stored, batch)
 	e.persistThenReply(batch, reply, &EnqueueJobsResponse{Jobs: views})
 	e.pump(now)
+}
+
+// checkFoldBindings checks the bindings of a job that folds: like
+// resolveBindings, but nothing it would create is kept (SPEC §8.2.7).
+func (e *queueCore) checkFoldBindings(now uint64, nj *protocol.NewJob, created map[string]*protocol.Budget, _ *[]string) error {
+	if len(nj.Bindings) == 0 {
+		return nil
+	}
+	var order []string
+	return e.resolveBindings(now, nj, maps.Clone(created), &order)
 }
 
 // resolveBindings checks that every budget a job binds to exists (or is

@@ -57,6 +57,7 @@ type Engine struct {
 	timeout time.Duration
 	tracer  *Tracer
 	stats   StartupStats
+	folds   *folder // batched enqueues (fold.go)
 
 	stopOnce sync.Once
 }
@@ -101,7 +102,7 @@ func Start(cfg Config) (*Engine, error) {
 		system.Shutdown()
 		return nil, fmt.Errorf("actors.Start: spawn queue: %w", err)
 	}
-	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer}
+	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer, folds: newFolder()}
 	res, err := e.call(context.Background(), &startupStatsRequest{})
 	if err != nil {
 		e.Stop()
@@ -145,8 +146,14 @@ func (e *Engine) call(ctx context.Context, msg queueMsg) (any, error) {
 func (e *Engine) now() uint64 { return millis(e.clock.Now()) }
 
 // Enqueue adds validated jobs atomically; bulk prefixes errors with the
-// job's index.
+// job's index. Every enqueue, internal ones included, comes through here,
+// so batched jobs fold (SPEC §8.2, fold.go).
 func (e *Engine) Enqueue(ctx context.Context, jobs []*protocol.NewJob, bulk bool) ([]*protocol.JobView, error) {
+	for _, nj := range jobs {
+		if nj.Job.Batch != nil {
+			return e.folds.enqueue(ctx, e, jobs, bulk)
+		}
+	}
 	res, err := e.call(ctx, &EnqueueJobs{Jobs: jobs, Bulk: bulk})
 	if err != nil {
 		return nil, err

@@ -170,6 +170,7 @@ func (e *queueCore) deleteJob(now uint64, id string, reply func(any)) {
 func (e *queueCore) removeJob(now uint64, id string, batch *persistence.Batch) bool {
 	defer e.runDeferred(now, id)
 	if en := e.jobs[id]; en != nil {
+		e.seal(en, batch, "deleted")
 		e.detach(en)
 		delete(e.jobs, id)
 		en.state = stGone
@@ -231,6 +232,10 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	for _, t := range e.terminal {
 		deleteTerminal(t, batch)
 	}
+	for key := range e.pending {
+		batch.DeleteBatchLink(key)
+	}
+	clear(e.pending)
 	for key := range e.budgets {
 		batch.DeleteBudget(key)
 		e.out.stopBudget(key)

@@ -347,6 +347,7 @@ type engineObs struct {
 
 type queueCounters struct {
 	enqueued, dispatched, acked, failed uint64
+	folded, sealed                      uint64 // batched jobs (batch_core.go)
 }
 
 func (e *queueCore) counters(queue string) *queueCounters {
@@ -388,6 +389,9 @@ type QueueMetrics struct {
 	Ready, Parked, Scheduled, InFlight  int
 	Completed, Dead                     int
 	Enqueued, Dispatched, Acked, Failed uint64
+	// Folded counts enqueues folded into a pending batched job, Sealed
+	// the batches that sealed (SPEC §8.2).
+	Folded, Sealed uint64
 }
 
 // metrics answers a MetricsRequest. It walks every job the queue
@@ -433,6 +437,7 @@ func (e *queueCore) metrics(now uint64) *metricsSnapshot {
 	for q, c := range e.obs.queues {
 		m := get(q)
 		m.Enqueued, m.Dispatched, m.Acked, m.Failed = c.enqueued, c.dispatched, c.acked, c.failed
+		m.Folded, m.Sealed = c.folded, c.sealed
 	}
 	snap := &metricsSnapshot{Streams: len(e.streams), Budgets: make([]string, 0, len(e.budgets))}
 	for _, m := range per {

@@ -324,6 +324,9 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 			continue
 		}
 		e.patchEntry(now, en, m.Patch)
+		if en.state == stScheduled {
+			e.seal(en, batch, "scheduled")
+		}
 		e.putRecord(en, batch)
 		n++
 		if m.Single {

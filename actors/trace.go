@@ -27,6 +27,8 @@ const (
 	EventAcked          EventKind = "acked"
 	EventFailed         EventKind = "failed"
 	EventRequeued       EventKind = "requeued"
+	EventFolded         EventKind = "folded"
+	EventBatchSealed    EventKind = "batch_sealed"
 )
 
 // Event is one traced step. Tokens is the budget's pool level after the

@@ -27,6 +27,7 @@ type engineCollector struct {
 
 	jobs, parked                            *prometheus.Desc
 	enqueued, dispatched, acked, failed     *prometheus.Desc
+	folded, sealed                          *prometheus.Desc
 	tokens, inFlight, held, budgetParked    *prometheus.Desc
 	budgetDispatches, refusals, wakeAt      *prometheus.Desc
 	streams, subscribers, scrapeError       *prometheus.Desc
@@ -48,6 +49,8 @@ func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollecto
 		jobs:             d("tollgate_jobs", "Jobs by queue and visible status (a parked job is ready).", qs, nil),
 		parked:           d("tollgate_jobs_parked", "Ready jobs parked on a budget, by queue.", q, nil),
 		enqueued:         d("tollgate_jobs_enqueued_total", "Jobs enqueued since the server started.", q, nil),
+		folded:           d("tollgate_jobs_folded_total", "Enqueues folded into a pending batched job since the server started, by the job's queue.", q, nil),
+		sealed:           d("tollgate_batches_sealed_total", "Batched jobs that stopped taking folds since the server started, by queue.", q, nil),
 		dispatched:       d("tollgate_jobs_dispatched_total", "Jobs handed to a take stream since the server started.", q, nil),
 		acked:            d("tollgate_jobs_acked_total", "Jobs acknowledged as done since the server started.", q, nil),
 		failed:           d("tollgate_jobs_failed_total", "Job failures reported since the server started.", q, nil),
@@ -70,7 +73,7 @@ func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollecto
 
 // Describe sends every descriptor.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.dispatched, c.acked, c.failed,
+	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.folded, c.sealed, c.dispatched, c.acked, c.failed,
 		c.tokens, c.inFlight, c.held, c.budgetParked, c.budgetDispatches, c.refusals, c.wakeAt,
 		c.headAffordableAt, c.budgetAllocation, c.budgetCapacity, c.streams, c.subscribers, c.scrapeError} {
 		ch <- d
@@ -107,6 +110,8 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.dispatched, float64(q.Dispatched), q.Queue)
 		counter(c.acked, float64(q.Acked), q.Queue)
 		counter(c.failed, float64(q.Failed), q.Queue)
+		counter(c.folded, float64(q.Folded), q.Queue)
+		counter(c.sealed, float64(q.Sealed), q.Queue)
 	}
 	for _, b := range m.Budgets {
 		gauge(c.tokens, b.Tokens, b.Key, string(b.Definition.Strategy.Type))

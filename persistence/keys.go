@@ -13,12 +13,17 @@ import "encoding/binary"
 //	b/<budget key>               budget record                  queue actor
 //	g/<first job id>             job group: its members' records queue actor
 //	g/<first job id>/<seq u32>   group mark: dispatches, removals queue actor
+//	k/<batch key>                id of the key's pending job    queue actor
 //
 // A bulk enqueue stores its jobs as groups (group.go); a member's own
 // j/<id> record, when it has one, overrides the group's copy.
 //
-// The payload is written once, at enqueue, and never changes, so the many
-// rewrites of a job record as its status changes stay small.
+// The payload is written at enqueue and changes only when a batched enqueue
+// folds into the job (SPEC §8.2, a job that never joins a group), so the
+// many rewrites of a job record as its status changes stay small.
+//
+// A k/ entry is the durable link from a batch key to its pending job; it is
+// removed in the transaction that seals the batch.
 //
 // Job IDs are 25 fixed-length base-36 characters, so "e/<id>/" prefixes
 // never collide. Budget keys never contain NUL and are at most 255 bytes.
@@ -29,6 +34,7 @@ var (
 	errorPrefix   = []byte("e/")
 	budgetPrefix  = []byte("b/")
 	groupPrefix   = []byte("g/")
+	batchPrefix   = []byte("k/")
 )
 
 func jobKey(id string) []byte {
@@ -69,4 +75,9 @@ func markPrefix(first string) []byte {
 
 func markKey(first string, seq uint32) []byte {
 	return binary.BigEndian.AppendUint32(markPrefix(first), seq)
+}
+
+func batchLinkKey(key string) []byte {
+	k := make([]byte, 0, len(batchPrefix)+len(key))
+	return append(append(k, batchPrefix...), key...)
 }
