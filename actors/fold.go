@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tollgate/tollgate/protocol"
 )
@@ -30,6 +31,7 @@ type folder struct {
 	// is held while a request's programs run, never while it waits on
 	// the queue actor.
 	workers chan struct{}
+	busy    atomic.Int64 // slots in use (the metrics gauge)
 
 	mu    sync.Mutex
 	locks map[string]*keyLock
@@ -89,9 +91,17 @@ func (f *folder) work(ctx context.Context, fn func() error) error {
 	case <-ctx.Done():
 		return fmt.Errorf("actors: waiting for a fold worker: %w", ctx.Err())
 	}
-	defer func() { <-f.workers }()
+	f.busy.Add(1)
+	defer func() {
+		f.busy.Add(-1)
+		<-f.workers
+	}()
 	return fn()
 }
+
+// FoldWorkersBusy returns how many fold workers are evaluating batch
+// programs now.
+func (e *Engine) FoldWorkersBusy() int { return int(e.folds.busy.Load()) }
 
 // simPending is a key's pending job as a plan sees it.
 type simPending struct {
@@ -153,19 +163,24 @@ func (c *pendingCache) dropLocked(key string) {
 	}
 }
 
-// checkBatches runs SPEC §8.2.2's checks on every batched job.
-func (f *folder) checkBatches(ctx context.Context, jobs []*protocol.NewJob, bulk bool) error {
-	return f.work(ctx, func() error {
+// checkBatches runs SPEC §8.2.2's checks on every batched job and returns
+// the payloads decoded (by request index; nil for unbatched jobs).
+func (f *folder) checkBatches(ctx context.Context, jobs []*protocol.NewJob, bulk bool) ([]any, error) {
+	values := make([]any, len(jobs))
+	err := f.work(ctx, func() error {
 		for i, nj := range jobs {
 			if nj.Job.Batch == nil {
 				continue
 			}
-			if err := protocol.CheckBatch(nj.Job.Batch, nj.Job.Payload); err != nil {
+			v, err := protocol.CheckBatch(nj.Job.Batch, nj.Job.Payload)
+			if err != nil {
 				return prefixBulk(err, bulk, i)
 			}
+			values[i] = v
 		}
 		return nil
 	})
+	return values, err
 }
 
 func prefixBulk(err error, bulk bool, i int) error {
@@ -177,7 +192,8 @@ func prefixBulk(err error, bulk bool, i int) error {
 
 // enqueue is Engine.Enqueue for a request with batched jobs.
 func (f *folder) enqueue(ctx context.Context, e *Engine, jobs []*protocol.NewJob, bulk bool) ([]*protocol.JobView, error) {
-	if err := f.checkBatches(ctx, jobs, bulk); err != nil {
+	values, err := f.checkBatches(ctx, jobs, bulk)
+	if err != nil {
 		return nil, err
 	}
 	now := e.now()
@@ -197,7 +213,7 @@ func (f *folder) enqueue(ctx context.Context, e *Engine, jobs []*protocol.NewJob
 		var planned []*protocol.NewJob
 		var final map[string]*simPending
 		err := f.work(ctx, func() (err error) {
-			plan, planned, final, err = makePlan(jobs, bulk, now, state)
+			plan, planned, final, err = makePlan(jobs, values, bulk, now, state)
 			return err
 		})
 		if err != nil {
@@ -275,7 +291,7 @@ func (f *folder) fromStale(e *Engine, r *foldStale, keys []string) (map[string]s
 // batch. It returns the plan, the jobs to send (a job that started a batch
 // and took folds in this request carries the merged payload) and each
 // key's pending job at the end.
-func makePlan(jobs []*protocol.NewJob, bulk bool, now uint64, state map[string]simPending) (*foldPlan, []*protocol.NewJob, map[string]*simPending, error) {
+func makePlan(jobs []*protocol.NewJob, values []any, bulk bool, now uint64, state map[string]simPending) (*foldPlan, []*protocol.NewJob, map[string]*simPending, error) {
 	plan := &foldPlan{Expect: make(map[string]string), Items: make([]foldAction, len(jobs))}
 	cur := make(map[string]*simPending, len(state))
 	for _, nj := range jobs {
@@ -312,10 +328,7 @@ func makePlan(jobs []*protocol.NewJob, bulk bool, now uint64, state map[string]s
 			continue
 		}
 		key := nj.Job.Batch.Key
-		newv, err := protocol.DecodeBatchValue(nj.Job.Payload)
-		if err != nil {
-			return nil, nil, nil, prefixBulk(protocol.Unprocessable("batch fold failed: %s", err.Error()), bulk, i)
-		}
+		newv := values[i]
 		if p := cur[key]; p != nil && protocol.BatchJoins(&p.batch, p.value, newv) {
 			v, js, err := protocol.FoldBatch(&p.batch, p.value, newv)
 			if err != nil {

@@ -27,7 +27,7 @@ type engineCollector struct {
 
 	jobs, parked                            *prometheus.Desc
 	enqueued, dispatched, acked, failed     *prometheus.Desc
-	folded, sealed                          *prometheus.Desc
+	folded, sealed, foldWorkers             *prometheus.Desc
 	tokens, inFlight, held, budgetParked    *prometheus.Desc
 	budgetDispatches, refusals, wakeAt      *prometheus.Desc
 	streams, subscribers, scrapeError       *prometheus.Desc
@@ -51,6 +51,7 @@ func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollecto
 		enqueued:         d("tollgate_jobs_enqueued_total", "Jobs enqueued since the server started.", q, nil),
 		folded:           d("tollgate_jobs_folded_total", "Enqueues folded into a pending batched job since the server started, by the job's queue.", q, nil),
 		sealed:           d("tollgate_batches_sealed_total", "Batched jobs that stopped taking folds since the server started, by queue.", q, nil),
+		foldWorkers:      d("tollgate_fold_workers_busy", "Fold workers evaluating batch programs (when, fold) now.", nil, nil),
 		dispatched:       d("tollgate_jobs_dispatched_total", "Jobs handed to a take stream since the server started.", q, nil),
 		acked:            d("tollgate_jobs_acked_total", "Jobs acknowledged as done since the server started.", q, nil),
 		failed:           d("tollgate_jobs_failed_total", "Job failures reported since the server started.", q, nil),
@@ -73,7 +74,7 @@ func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollecto
 
 // Describe sends every descriptor.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.folded, c.sealed, c.dispatched, c.acked, c.failed,
+	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.folded, c.sealed, c.foldWorkers, c.dispatched, c.acked, c.failed,
 		c.tokens, c.inFlight, c.held, c.budgetParked, c.budgetDispatches, c.refusals, c.wakeAt,
 		c.headAffordableAt, c.budgetAllocation, c.budgetCapacity, c.streams, c.subscribers, c.scrapeError} {
 		ch <- d
@@ -91,6 +92,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 0)
+	ch <- prometheus.MustNewConstMetric(c.foldWorkers, prometheus.GaugeValue, float64(c.engine.FoldWorkersBusy()))
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/itchyny/gojq"
@@ -24,26 +25,27 @@ const MaxFoldPayloadBytes = 8 << 20
 // CheckBatch runs SPEC §8.2.2's checks on a batched enqueue: both programs
 // compile, and a dry run with $existing and $new bound to payload succeeds
 // (when without error, fold with exactly one output). Failures are 422s.
-func CheckBatch(b *Batch, payload []byte) error {
+// It returns the payload decoded (DecodeBatchValue), for the fold.
+func CheckBatch(b *Batch, payload []byte) (any, error) {
 	when, err := compileBatchProgram(b.When)
 	if err != nil {
-		return Unprocessable("batch expression: when: %s", err.Error())
+		return nil, Unprocessable("batch expression: when: %s", err.Error())
 	}
 	fold, err := compileBatchProgram(b.Fold)
 	if err != nil {
-		return Unprocessable("batch expression: fold: %s", err.Error())
+		return nil, Unprocessable("batch expression: fold: %s", err.Error())
 	}
 	v, err := DecodeBatchValue(payload)
 	if err != nil {
-		return Unprocessable("batch dry-run: %s", err.Error())
+		return nil, Unprocessable("batch dry-run: %s", err.Error())
 	}
 	if _, err := evalBatchProgram(when, v, v, 1); err != nil {
-		return Unprocessable("batch dry-run: when: expression failed at runtime: %s", err.Error())
+		return nil, Unprocessable("batch dry-run: when: expression failed at runtime: %s", err.Error())
 	}
 	if _, err := foldOnce(fold, v, v); err != nil {
-		return Unprocessable("batch dry-run: fold: %s", err.Error())
+		return nil, Unprocessable("batch dry-run: fold: %s", err.Error())
 	}
-	return nil
+	return v, nil
 }
 
 // foldOnce runs a fold program and returns its single output.
@@ -220,8 +222,18 @@ func appendCanonicalString(dst []byte, s string) ([]byte, error) {
 		return nil, errors.New("invalid UTF-8 in a string")
 	}
 	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	for len(s) > 0 {
+		// copy the run that needs no escape in one go
+		n := strings.IndexFunc(s, needsEscape)
+		if n < 0 {
+			n = len(s)
+		}
+		dst = append(dst, s[:n]...)
+		if s = s[n:]; len(s) == 0 {
+			break
+		}
+		c := s[0]
+		s = s[1:]
 		switch {
 		case c == '"' || c == '\\':
 			dst = append(dst, '\\', c)
@@ -233,9 +245,9 @@ func appendCanonicalString(dst []byte, s string) ([]byte, error) {
 			dst = append(dst, '\\', 't')
 		case c < 0x20:
 			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		default:
-			dst = append(dst, c)
 		}
 	}
 	return append(dst, '"'), nil
 }
+
+func needsEscape(r rune) bool { return r < 0x20 || r == '"' || r == '\\' }
