@@ -26,6 +26,7 @@
 //	              time, RSS while serving), then time the drain
 //	restart       kill -9 the server under load, restart it, count losses
 //	ceiling       the same HTTP shapes against a trivial in-process handler
+//	batch         single enqueues, plain and batched (100 folds a key), in one run
 //
 // # Output
 //
