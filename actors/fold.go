@@ -330,11 +330,11 @@ func makePlan(jobs []*protocol.NewJob, values []any, bulk bool, now uint64, stat
 		key := nj.Job.Batch.Key
 		newv := values[i]
 		if p := cur[key]; p != nil && protocol.BatchJoins(&p.batch, p.value, newv) {
-			v, js, err := protocol.FoldBatch(&p.batch, p.value, newv)
+			v, js, err := protocol.FoldBatch(&p.batch, p.value, newv, p.size+len(nj.Job.Payload))
 			if err != nil {
 				return nil, nil, nil, prefixBulk(err, bulk, i)
 			}
-			p.value, p.js = v, js
+			p.value, p.js, p.size = v, js, len(js)
 			plan.Items[i] = foldAction{Kind: foldInto, Into: p.id, IntoIndex: p.index}
 			continue
 		}

@@ -84,11 +84,12 @@ func BatchJoins(b *Batch, existing, new any) bool {
 }
 
 // FoldBatch runs b's fold program on the pending payload existing and the
-// incoming new and returns the merged value and its canonical JSON. A
+// incoming new and returns the merged value and its canonical JSON (sizeHint
+// is about its expected length, to size the buffer once). A
 // runtime error, a count of outputs other than one, a value outside the
 // canonical model (SPEC §1.3) or a result over MaxFoldPayloadBytes is the
 // 422 "batch fold failed: <detail>".
-func FoldBatch(b *Batch, existing, new any) (any, []byte, error) {
+func FoldBatch(b *Batch, existing, new any, sizeHint int) (any, []byte, error) {
 	code, err := compileBatchProgram(b.Fold)
 	if err != nil {
 		return nil, nil, Unprocessable("batch fold failed: %s", err.Error())
@@ -97,7 +98,7 @@ func FoldBatch(b *Batch, existing, new any) (any, []byte, error) {
 	if err != nil {
 		return nil, nil, Unprocessable("batch fold failed: %s", err.Error())
 	}
-	js, err := AppendCanonicalValue(nil, v)
+	js, err := AppendCanonicalValue(make([]byte, 0, min(sizeHint+sizeHint/8+64, MaxFoldPayloadBytes)), v)
 	if err != nil {
 		return nil, nil, Unprocessable("batch fold failed: %s", err.Error())
 	}
@@ -131,7 +132,49 @@ var (
 // within the canonical model (SPEC §1.3): integers in [-2^63, 2^64-1],
 // finite floats, valid UTF-8; object keys in ascending order.
 func AppendCanonicalValue(dst []byte, v any) ([]byte, error) {
+	var err error
 	switch v := v.(type) {
+	case json.Number:
+		if err := checkNumber(string(v)); err != nil {
+			return nil, err
+		}
+		return append(dst, v...), nil
+	case string:
+		return appendCanonicalString(dst, v)
+	case map[string]any:
+		var small [8]member
+		members := small[:0]
+		for k, e := range v {
+			members = append(members, member{k, e})
+		}
+		if len(members) > 1 {
+			slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		}
+		dst = append(dst, '{')
+		for i, m := range members {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			if dst, err = appendCanonicalString(dst, m.key); err != nil {
+				return nil, err
+			}
+			dst = append(dst, ':')
+			if dst, err = AppendCanonicalValue(dst, m.value); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range v {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			if dst, err = AppendCanonicalValue(dst, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, ']'), nil
 	case nil:
 		return append(dst, "null"...), nil
 	case bool:
@@ -151,53 +194,22 @@ func AppendCanonicalValue(dst []byte, v any) ([]byte, error) {
 			return nil, fmt.Errorf("number %s out of range", v.String())
 		}
 		return v.Append(dst, 10), nil
-	case json.Number:
-		if err := checkNumber(string(v)); err != nil {
-			return nil, err
-		}
-		return append(dst, v...), nil
-	case string:
-		return appendCanonicalString(dst, v)
-	case []any:
-		dst = append(dst, '[')
-		for i, e := range v {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = AppendCanonicalValue(dst, e); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, ']'), nil
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = appendCanonicalString(dst, k); err != nil {
-				return nil, err
-			}
-			dst = append(dst, ':')
-			if dst, err = AppendCanonicalValue(dst, v[k]); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, '}'), nil
 	}
 	return nil, fmt.Errorf("value of type %T cannot be represented in JSON", v)
 }
 
+// member is one key and value of an object being encoded.
+type member struct {
+	key   string
+	value any
+}
+
 // checkNumber applies the canonical number limits to a JSON number.
 func checkNumber(s string) error {
-	if !bytes.ContainsAny([]byte(s), ".eE") {
+	if shortInteger(s) {
+		return nil
+	}
+	if !strings.ContainsAny(s, ".eE") {
 		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return nil
 		}
@@ -211,6 +223,23 @@ func checkNumber(s string) error {
 		return fmt.Errorf("number %s out of range", s)
 	}
 	return nil
+}
+
+// shortInteger reports whether s is an integer of at most 18 digits (always
+// within int64).
+func shortInteger(s string) bool {
+	if len(s) > 0 && s[0] == '-' {
+		s = s[1:]
+	}
+	if len(s) == 0 || len(s) > 18 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 const hexDigits = "0123456789abcdef"

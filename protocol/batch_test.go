@@ -56,7 +56,7 @@ func TestBatchJoinsTruthiness(t *testing.T) {
 }
 
 func TestFoldBatchExactIntegers(t *testing.T) {
-	v, js, err := FoldBatch(&Batch{Fold: `$existing + $new`}, json.Number("9007199254740993"), json.Number("1"))
+	v, js, err := FoldBatch(&Batch{Fold: `$existing + $new`}, json.Number("9007199254740993"), json.Number("1"), 0)
 	if err != nil || string(js) != "9007199254740994" {
 		t.Fatalf("%v %s %v", v, js, err)
 	}
