@@ -2,9 +2,10 @@ package main
 
 // The batch scenario (SPEC §8.2): single-call enqueue throughput of plain
 // jobs (the lifecycle scenario's enqueue) and of batched jobs folding into
-// --batch-keys keys, against the same server in the same run, then a check
-// that every batched enqueue reached a worker exactly once inside the
-// merged payloads.
+// --jobs/100 keys (100 enqueues a key), against the same server in the
+// same run, in ten interleaved rounds (plain, batched, plain, ...) so that
+// both meet the same machine; then a check that every batched enqueue
+// reached a worker exactly once inside the merged payloads.
 
 import (
 	"bufio"
@@ -66,13 +67,22 @@ func runBatchScenario(ctx context.Context, cfg Config, log *slog.Logger, stdout 
 	log.Info("batch scenario", "target", tgt.desc, "enqueues", cfg.Jobs, "keys", keys, "producers", cfg.Producers)
 
 	plainQ, batchQ := cfg.Queue+"-plain", cfg.Queue+"-batch"
-	plain := enqueuePhase(ctx, cl, "lifecycle (plain enqueue)", cfg, func(seq int64) string {
-		return fmt.Sprintf(`{"type":"bench","queue":%q,"payload":[{"s":%d}]}`, plainQ, seq)
-	})
-	batched := enqueuePhase(ctx, cl, "batch (folding enqueue)", cfg, func(seq int64) string {
-		return fmt.Sprintf(`{"type":"bench","queue":%q,"payload":[{"s":%d}],"batch":{"key":"%s-k%05d","when":%q,"fold":%q}}`,
-			batchQ, seq, runID, seq%int64(keys), batchWhen, batchFold)
-	})
+	plain := batchPhase{Name: "lifecycle (plain enqueue)"}
+	batched := batchPhase{Name: "batch (folding enqueue)"}
+	var plainLat, batchedLat []time.Duration
+	const rounds = 10
+	for r := range rounds {
+		from, to := int64(cfg.Jobs*r/rounds), int64(cfg.Jobs*(r+1)/rounds)
+		plainLat = append(plainLat, enqueuePhase(ctx, cl, &plain, from, to, cfg.Producers, func(seq int64) string {
+			return fmt.Sprintf(`{"type":"bench","queue":%q,"payload":[{"s":%d}]}`, plainQ, seq)
+		})...)
+		batchedLat = append(batchedLat, enqueuePhase(ctx, cl, &batched, from, to, cfg.Producers, func(seq int64) string {
+			return fmt.Sprintf(`{"type":"bench","queue":%q,"payload":[{"s":%d}],"batch":{"key":"%s-k%05d","when":%q,"fold":%q}}`,
+				batchQ, seq, runID, seq%int64(keys), batchWhen, batchFold)
+		})...)
+	}
+	plain.finish(plainLat)
+	batched.finish(batchedLat)
 	var problems []string
 	for _, p := range []batchPhase{plain, batched} {
 		if p.Errors > 0 {
@@ -97,7 +107,7 @@ func runBatchScenario(ctx context.Context, cfg Config, log *slog.Logger, stdout 
 			"jobs_delivered": delivered, "enqueues_delivered": items, "problems": problems,
 		})
 	} else {
-		fmt.Fprintf(stdout, "scenario            %s\ntarget              %s\nenqueues per phase  %d (batched into %d keys, %d producers, POST /jobs one job a call)\n",
+		fmt.Fprintf(stdout, "scenario            %s\ntarget              %s\nenqueues per phase  %d (batched into %d keys, %d producers, POST /jobs one job a call, 10 interleaved rounds)\n",
 			scenarioBatch, tgt.desc, cfg.Jobs, keys, cfg.Producers)
 		for _, p := range []batchPhase{plain, batched} {
 			fmt.Fprintf(stdout, "%-26s %9.0f enqueues/s  %6.2f s  created %d  folded %d  p50 %.2f ms  p99 %.2f ms\n",
@@ -115,21 +125,22 @@ func runBatchScenario(ctx context.Context, cfg Config, log *slog.Logger, stdout 
 	return exitOK
 }
 
-// enqueuePhase sends cfg.Jobs single enqueues from cfg.Producers loops.
-func enqueuePhase(ctx context.Context, cl *apiClient, name string, cfg Config, body func(seq int64) string) batchPhase {
+// enqueuePhase sends the enqueues from..to-1 from producers loops and adds
+// their outcome to ph; it returns their latencies.
+func enqueuePhase(ctx context.Context, cl *apiClient, ph *batchPhase, from, to int64, producers int, body func(seq int64) string) []time.Duration {
 	var next, created, folded, failed atomic.Int64
+	next.Store(from)
 	var mu sync.Mutex
-	var firstErr string
-	lat := make([][]time.Duration, cfg.Producers)
+	lat := make([][]time.Duration, producers)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for p := range cfg.Producers {
+	for p := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				seq := next.Add(1) - 1
-				if seq >= int64(cfg.Jobs) {
+				if seq >= to {
 					return
 				}
 				t0 := time.Now()
@@ -143,8 +154,8 @@ func enqueuePhase(ctx context.Context, cl *apiClient, name string, cfg Config, b
 				default:
 					failed.Add(1)
 					mu.Lock()
-					if firstErr == "" {
-						firstErr = fmt.Sprintf("status %d %s %v", resp.status, clip(resp.body, 200), err)
+					if ph.firstErr == "" {
+						ph.firstErr = fmt.Sprintf("status %d %s %v", resp.status, clip(resp.body, 200), err)
 					}
 					mu.Unlock()
 				}
@@ -152,18 +163,24 @@ func enqueuePhase(ctx context.Context, cl *apiClient, name string, cfg Config, b
 		}()
 	}
 	wg.Wait()
-	secs := time.Since(start).Seconds()
+	ph.Seconds += time.Since(start).Seconds()
+	ph.Created += created.Load()
+	ph.Folded += folded.Load()
+	ph.Errors += failed.Load()
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
-	ph := batchPhase{Name: name, Jobs: int64(len(all)), Created: created.Load(), Folded: folded.Load(),
-		Errors: failed.Load(), Seconds: secs, firstErr: firstErr}
-	if secs > 0 {
-		ph.PerSec = float64(len(all)) / secs
+	return all
+}
+
+// finish computes the phase's rate and latency quantiles.
+func (ph *batchPhase) finish(lat []time.Duration) {
+	ph.Jobs = int64(len(lat))
+	if ph.Seconds > 0 {
+		ph.PerSec = float64(ph.Jobs) / ph.Seconds
 	}
-	ph.P50ms, ph.P99ms = quantileMs(all, 0.50), quantileMs(all, 0.99)
-	return ph
+	ph.P50ms, ph.P99ms = quantileMs(lat, 0.50), quantileMs(lat, 0.99)
 }
 
 // drainBatched takes and acks the batched queue's jobs until want jobs
