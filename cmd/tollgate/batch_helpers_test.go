@@ -5,7 +5,9 @@ package main
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
@@ -56,4 +58,19 @@ func batPayload(t testing.TB, s *servertest.Server, id string) string {
 func batCount(t testing.TB, s *servertest.Server, query string) int64 {
 	t.Helper()
 	return budInt(t, budObj(t, budDo(t, s, "GET", "/jobs/count?"+query, nil), http.StatusOK), "count")
+}
+
+// batWaitFoldWorkerBusy polls /metrics until a fold worker is busy; it fails
+// the test if finished reports true first (the evaluation ended unseen).
+func batWaitFoldWorkerBusy(t testing.TB, s *servertest.Server, finished func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(string(budDo(t, s, "GET", "/metrics", nil).body), "tollgate_fold_workers_busy 1") {
+		if finished() {
+			t.Fatal("the evaluation finished before it was seen running")
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no fold worker was seen busy")
+		}
+	}
 }
