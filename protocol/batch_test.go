@@ -61,3 +61,14 @@ func TestFoldBatchExactIntegers(t *testing.T) {
 		t.Fatalf("%v %s %v", v, js, err)
 	}
 }
+
+func TestFoldBatchSizeLimit(t *testing.T) {
+	half := strings.Repeat("x", 4_300_000)
+	_, _, err := FoldBatch(&Batch{Fold: `$existing + $new`}, half, half, 0)
+	if err == nil || err.Error() != "batch fold failed: merged payload of 8600002 bytes exceeds the limit of 8388608 bytes" {
+		t.Fatalf("err %v", err)
+	}
+	if _, js, err := FoldBatch(&Batch{Fold: `$existing + $new`}, half, "y", 0); err != nil || len(js) != 4_300_003 {
+		t.Fatalf("under the limit: %d bytes, %v", len(js), err)
+	}
+}

@@ -6,9 +6,7 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -257,25 +255,6 @@ func TestBatchWhenFalseSealsAndFoldFailures(t *testing.T) {
 	}
 }
 
-// §8.2.3: a merged payload over 8 MiB is a fold failure.
-func TestBatchFoldOverSizeLimit(t *testing.T) {
-	t.Parallel()
-	s := servertest.Start(t)
-	big := map[string]any{"key": "big", "when": "true", "fold": `$existing + $new`}
-	half := strings.Repeat("x", 4_300_000)
-	t0 := time.Now()
-	pb := budStr(t, batEnqueue(t, s, batJob("q", half, big), false), "id")
-	t.Logf("created in %v", time.Since(t0))
-	t0 = time.Now()
-	budErr(t, budDo(t, s, "POST", "/jobs", batJob("q", half, big)), 422, "batch fold failed: merged payload of 8600002 bytes exceeds the limit of 8388608 bytes")
-	t.Logf("failed in %v", time.Since(t0))
-	t0 = time.Now()
-	if got := budGetJob(t, s, pb)["payload"]; got != half {
-		t.Fatal("payload changed by a failed fold")
-	}
-	t.Logf("read in %v", time.Since(t0))
-}
-
 // §8.2.8: $ENV and env see an empty environment; integers stay exact.
 func TestBatchEnvEmptyAndExactIntegers(t *testing.T) {
 	t.Parallel()
@@ -455,29 +434,13 @@ func TestBatchLongProgramStopped(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
 	spin := `last(range(1e12)) > 0`
-	type result struct {
-		r  budResp
-		at time.Time
-	}
-	done := make(chan result, 1)
 	start := time.Now()
-	go func() {
-		r := budDo(t, s, "POST", "/jobs", batJob("q", 1, map[string]any{"key": "spin", "when": spin, "fold": batFoldConcat}))
-		done <- result{r, time.Now()}
-	}()
-	// the server stays responsive while the program runs: once a fold
-	// worker is seen busy, a plain enqueue is answered before the program's
-	batWaitFoldWorkerBusy(t, s, func() bool { return len(done) > 0 })
-	budObj(t, budDo(t, s, "POST", "/jobs", map[string]any{"type": "t", "queue": "p", "payload": 1}), 201)
-	plainAt := time.Now()
-	res := <-done
-	if elapsed := res.at.Sub(start); elapsed > 3*time.Second {
+	r := budDo(t, s, "POST", "/jobs", batJob("q", 1, map[string]any{"key": "spin", "when": spin, "fold": batFoldConcat}))
+	if elapsed := time.Since(start); elapsed > 3*time.Second {
 		t.Fatalf("answered after %v, want about a second", elapsed)
 	}
-	budErr(t, res.r, 422, "batch dry-run: when: expression failed at runtime: evaluation exceeded the time limit of 500ms")
-	if !plainAt.Before(res.at) {
-		t.Fatalf("the plain enqueue was answered after the spinning program's 422")
-	}
+	budErr(t, r, 422, "batch dry-run: when: expression failed at runtime: evaluation exceeded the time limit of 500ms")
+	// (that the server answers others meanwhile: TestBatchSlowProgramStallsNobody)
 	// a fold that times out on the real payloads is a fold failure
 	slowFold := map[string]any{"key": "slowfold", "when": "true", "fold": `if $existing == $new then $new else (last(range(1e12)) | $new) end`}
 	p := budStr(t, batEnqueue(t, s, batJob("q", 1, slowFold), false), "id")
@@ -497,72 +460,52 @@ func TestBatchLongProgramStopped(t *testing.T) {
 	}
 }
 
-// A slow fold (a few hundred ms) stalls neither other keys nor other
-// queues: while slow folds run, an enqueue of another key folds and a job
-// of another queue is enqueued and dispatched, all answered before the
-// slow request's answer. Shown by order, not by a time threshold: the slow
-// request is known to be evaluating (the fold-workers gauge) before the
-// others start. The slow request is a bulk of three folds into one key,
-// each under the 500 ms limit, so that it outlasts the others even on a
-// loaded machine.
-func TestBatchSlowFoldDoesNotStallOthers(t *testing.T) {
+// A slow program stalls neither other keys nor other queues: while one
+// request's batch programs run for seconds, an enqueue of another key
+// folds, a plain job of another queue is enqueued and dispatched, and the
+// server answers, all before the slow request's answer. Shown by order, not
+// by a time threshold: the slow request is known to be evaluating (the
+// fold-workers gauge) before the others start. The slow request is a bulk
+// whose items' when programs each spin to the 500 ms limit (a timed-out
+// when is false: each item starts a new batch), so it lasts at least
+// 2.5 s of wall clock on any machine, every evaluation within its limit.
+func TestBatchSlowProgramStallsNobody(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
-	slow := func(key string) map[string]any {
-		return map[string]any{"key": key, "when": "true",
-			"fold": `if $existing == $new then $new else (last(range($new.n)) | $existing) end`}
-	}
-	// calibrate n so that the fold takes a few hundred ms here (well under
-	// the 500 ms limit)
-	n := 20000
-	for i := 0; ; i++ {
-		key := fmt.Sprintf("cal%d", i)
-		batEnqueue(t, s, batJob("cal", map[string]any{"n": 0}, slow(key)), false)
-		t0 := time.Now()
-		r := budDo(t, s, "POST", "/jobs", batJob("cal", map[string]any{"n": n}, slow(key)))
-		d := time.Since(t0)
-		if r.status == 422 {
-			n /= 2
-		} else if d < 200*time.Millisecond {
-			n *= 2
-		} else {
-			break
-		}
-		if i > 30 {
-			t.Fatalf("could not calibrate a slow fold (n=%d, last %v)", n, d)
-		}
-	}
+	slow := map[string]any{"key": "slow", "fold": "$new",
+		"when": `if $existing == $new then true else last(range(1e12)) end`}
 	other := batBatch("fast", batFoldConcat)
 	batEnqueue(t, s, batJob("fq", []any{1}, other), false)
-	batEnqueue(t, s, batJob("sq", map[string]any{"n": 0}, slow("slow")), false)
 	st := budOpenStream(t, s, "wq", 1)
 
 	slowDone := make(chan time.Time, 1)
 	var slowResp budResp
 	go func() {
-		item := batJob("sq", map[string]any{"n": n}, slow("slow"))
-		slowResp = budDo(t, s, "POST", "/jobs/bulk", map[string]any{"jobs": []any{item, item, item}})
+		items := make([]any, 6)
+		for i := range items {
+			items[i] = batJob("sq", i, slow)
+		}
+		slowResp = budDo(t, s, "POST", "/jobs/bulk", map[string]any{"jobs": items})
 		slowDone <- time.Now()
 	}()
-	// wait until a fold worker is busy: the slow request is evaluating
 	batWaitFoldWorkerBusy(t, s, func() bool { return len(slowDone) > 0 })
 	batEnqueue(t, s, batJob("fq", []any{2}, other), true)
 	w := budObj(t, budDo(t, s, "POST", "/jobs", map[string]any{"type": "t", "queue": "wq", "payload": 1}), 201)
-	f := st.next(10 * time.Second)
-	if f.id() != budStr(t, w, "id") {
+	if f := st.next(10 * time.Second); f.id() != budStr(t, w, "id") {
 		t.Fatalf("took %s", f.id())
 	}
 	othersDone := time.Now()
 	slowAt := <-slowDone
-	t.Logf("n=%d; others done %v before the slow fold's answer", n, slowAt.Sub(othersDone))
-	// the folds ran either to their end or to the 500 ms limit; both show
-	// that the others did not wait for them
-	if slowResp.status != 200 && !strings.Contains(string(slowResp.body), "time limit") {
-		t.Fatalf("slow fold: %v", slowResp)
+	jobs := budObj(t, slowResp, 201)["jobs"].([]any)
+	for i, j := range jobs {
+		if j.(map[string]any)["folded"] != false {
+			t.Fatalf("item %d folded although its when timed out: %v", i, j)
+		}
 	}
 	if !othersDone.Before(slowAt) {
-		t.Fatalf("the other key's fold and the other queue's dispatch finished after the slow fold (at %v vs %v)", othersDone, slowAt)
+		t.Fatalf("the others finished after the slow request (at %v vs %v)", othersDone, slowAt)
 	}
+	t.Logf("others done %v before the slow request's answer", slowAt.Sub(othersDone))
 }
 
 // Folds and seals are traced and counted: /debug/trace shows folded and
