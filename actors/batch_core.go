@@ -6,6 +6,8 @@
 package actors
 
 import (
+	"bytes"
+
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
 )
@@ -110,7 +112,8 @@ func (e *queueCore) pendingState(keys []string) *foldStale {
 			continue
 		}
 		if en := e.jobs[id]; en != nil {
-			st.Pending[key] = pendingJob{ID: id, Batch: *en.job.Batch, Payload: en.job.Payload}
+			// a copy: the answer holds nothing of the actor's state
+			st.Pending[key] = pendingJob{ID: id, Batch: *en.job.Batch, Payload: bytes.Clone(en.job.Payload)}
 		}
 	}
 	return st
