@@ -87,6 +87,9 @@ func (e *queueCore) endBatch(now uint64) {
 
 // dispatch marks a job in flight on s; flush persists and delivers it.
 func (e *queueCore) dispatch(now uint64, en *entry, s *stream) {
+	if en.job.Batch != nil {
+		e.sealOnDispatch(en)
+	}
 	en.state = stInFlight
 	en.stream = s
 	en.resv = nil

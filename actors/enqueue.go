@@ -4,6 +4,7 @@ package actors
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
@@ -18,10 +19,23 @@ func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 // refused first (then nothing is written and reply has the error). A cron
 // firing adds its entry's new times this way (cron_groups.go).
 func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persistence.Batch), reply func(any)) {
+	if st := e.checkFoldPlan(m, now); st != nil {
+		reply(st)
+		return
+	}
+	var acts []foldAction // the fold plan's actions, if any (batch_core.go)
+	if m.Plan != nil {
+		acts = m.Plan.Items
+	}
+	folds := func(i int) bool { return acts != nil && acts[i].Kind == foldInto }
 	created := make(map[string]*protocol.Budget)
 	var createdOrder []string
 	for i, nj := range m.Jobs {
-		if err := e.resolveBindings(now, nj, created, &createdOrder); err != nil {
+		check := e.resolveBindings
+		if folds(i) {
+			check = e.checkFoldBindings
+		}
+		if err := check(now, nj, created, &createdOrder); err != nil {
 			if m.Bulk {
 				err = protocol.Prefixed(fmt.Sprintf("jobs[%d]: ", i), err)
 			}
@@ -58,7 +72,7 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		created = make(map[string]*protocol.Budget)
 		createdOrder = createdOrder[:0]
 		for i, nj := range m.Jobs {
-			if views[i] != nil {
+			if views[i] != nil || folds(i) {
 				continue
 			}
 			if err := e.resolveBindings(now, nj, created, &createdOrder); err != nil {
@@ -76,7 +90,7 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 	viewArray := make([]protocol.JobView, len(m.Jobs)) // one allocation for the new jobs' views
 	stored := make([]*entry, 0, len(m.Jobs))
 	for i, nj := range m.Jobs {
-		if views[i] != nil {
+		if views[i] != nil || folds(i) {
 			continue
 		}
 		job := nj.Job
@@ -97,6 +111,9 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		e.observeEnqueued(&job)
 		e.bind(&job)
 		e.claimUnique(&job)
+		if acts != nil && acts[i].Kind == foldStart {
+			e.startBatch(&job, batch)
+		}
 		ids[i] = job.ID
 		stored = append(stored, en)
 		job.FillEnqueueView(&viewArray[i], now, false, false)
@@ -112,6 +129,9 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 	for i, k := range holderIndex {
 		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
 	}
+	if acts != nil {
+		e.applyFolds(now, m.Plan, ids, views, batch)
+	}
 	e.storeNewJobs(stored, batch)
 	if with != nil {
 		with(batch)
@@ -120,6 +140,16 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		e.undoEnqueue(now, stored, createdOrder)
 	})
 	e.pump(now)
+}
+
+// checkFoldBindings checks the bindings of a job that folds: like
+// resolveBindings, but nothing it would create is kept (SPEC §8.2.7).
+func (e *queueCore) checkFoldBindings(now uint64, nj *protocol.NewJob, created map[string]*protocol.Budget, _ *[]string) error {
+	if len(nj.Bindings) == 0 {
+		return nil
+	}
+	var order []string
+	return e.resolveBindings(now, nj, maps.Clone(created), &order)
 }
 
 // resolveBindings checks that every budget a job binds to exists (or is

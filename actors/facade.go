@@ -59,6 +59,7 @@ type Engine struct {
 	stats   StartupStats
 	// cronStats counts cron firings (cron_groups.go)
 	cronStats *CronStats
+	folds     *folder // batched enqueues (fold.go)
 
 	stopOnce sync.Once
 }
@@ -104,7 +105,8 @@ func Start(cfg Config) (*Engine, error) {
 		system.Shutdown()
 		return nil, fmt.Errorf("actors.Start: spawn queue: %w", err)
 	}
-	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer, cronStats: qa.cronStats}
+	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer, cronStats: qa.cronStats,
+		folds: newFolder()}
 	res, err := e.call(context.Background(), &startupStatsRequest{})
 	if err != nil {
 		e.Stop()
@@ -149,10 +151,17 @@ func (e *Engine) now() uint64 { return millis(e.clock.Now()) }
 
 // Enqueue adds validated jobs atomically; bulk prefixes errors with the
 // job's index. While the disk is nearly full it refuses with the store's
-// 503 (persistence.Store.Admit), as budget writes do.
+// 503 (persistence.Store.Admit), as budget writes do. Every enqueue from
+// outside the queue actor comes through here, so batched jobs fold (SPEC
+// §8.2, fold.go).
 func (e *Engine) Enqueue(ctx context.Context, jobs []*protocol.NewJob, bulk bool) ([]*protocol.JobView, error) {
 	if err := e.store.Admit(); err != nil {
 		return nil, err
+	}
+	for _, nj := range jobs {
+		if nj.Job.Batch != nil {
+			return e.folds.enqueue(ctx, e, jobs, bulk)
+		}
 	}
 	res, err := e.call(ctx, &EnqueueJobs{Jobs: jobs, Bulk: bulk})
 	if err != nil {

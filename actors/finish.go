@@ -176,6 +176,7 @@ func (e *queueCore) removeJob(now uint64, id string, batch *persistence.Batch, u
 		// the record is deleted while memory still has its payload
 		// (deleteRecord tells a payload stored apart by its absence)
 		u.noteJob(en)
+		e.seal(en, batch, "deleted")
 		deleteRecord(en.job, en.grp, en.override, batch)
 		e.forgetJob(now, en)
 		return true
@@ -236,6 +237,10 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	for _, t := range e.terminal {
 		deleteTerminal(t, batch)
 	}
+	for key := range e.pending {
+		batch.DeleteBatchLink(key)
+	}
+	clear(e.pending)
 	for key := range e.budgets {
 		batch.DeleteBudget(key)
 		e.out.stopBudget(key)

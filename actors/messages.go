@@ -140,6 +140,9 @@ type BudgetState struct {
 type EnqueueJobs struct {
 	Jobs []*protocol.NewJob
 	Bulk bool
+	// Plan is the facade's fold plan (batch_core.go), set when any job is
+	// batched and ready; without it such a request is answered foldStale.
+	Plan *foldPlan
 }
 
 // EnqueueJobsResponse lists the enqueued jobs in request order.

@@ -345,7 +345,8 @@ type queueCounters struct {
 	enqueued, dispatched, acked, failed uint64
 	// wait: ready (the later of ready_at and the enqueue) to dispatched;
 	// run: dispatched to success or failure.
-	wait, run Histogram
+	wait, run      Histogram
+	folded, sealed uint64 // batched jobs (batch_core.go)
 }
 
 func (e *queueCore) counters(queue string) *queueCounters {
@@ -396,6 +397,9 @@ type QueueMetrics struct {
 	// Wait: from ready to dispatched; Run: from dispatched to success or
 	// failure (since the server started).
 	Wait, Run Histogram
+	// Folded counts enqueues folded into a pending batched job, Sealed
+	// the batches that sealed (SPEC §8.2).
+	Folded, Sealed uint64
 }
 
 // metrics answers a MetricsRequest. It walks every job the queue
@@ -442,6 +446,7 @@ func (e *queueCore) metrics(now uint64) *metricsSnapshot {
 		m := get(q)
 		m.Enqueued, m.Dispatched, m.Acked, m.Failed = c.enqueued, c.dispatched, c.acked, c.failed
 		m.Wait, m.Run = c.wait, c.run
+		m.Folded, m.Sealed = c.folded, c.sealed
 	}
 	snap := &metricsSnapshot{Streams: len(e.streams), Budgets: make([]string, 0, len(e.budgets))}
 	for _, m := range per {

@@ -327,6 +327,9 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 		}
 		u.noteJob(en)
 		e.patchEntry(now, en, m.Patch)
+		if en.state == stScheduled {
+			e.seal(en, batch, "scheduled")
+		}
 		e.putRecord(en, batch)
 		n++
 		if m.Single {

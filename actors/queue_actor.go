@@ -267,6 +267,12 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 		return
 	}
 	a.eng.finishLoad()
+	links, err := a.store.LoadBatchLinks()
+	if err != nil {
+		a.loadErr = err
+		return
+	}
+	a.eng.loadBatchLinks(links, batch)
 	// Blocking here is deliberate and bounded: it happens once, before the
 	// listener opens, so recovery is durable before anything is served.
 	if err := a.store.Commit(context.Background(), batch); err != nil {

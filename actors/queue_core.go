@@ -88,6 +88,9 @@ type entry struct {
 	state    jobState
 	inSched  bool // in e.sched
 	override bool
+	// unlink is set when the job's dispatch sealed its batch: the write of
+	// its in-flight state removes the key's pending link (batch_core.go).
+	unlink bool
 	// parkedPrio is the priority the job parked with on parkedOn (its
 	// place in that budget's list).
 	parkedPrio uint16
@@ -194,6 +197,7 @@ type queueCore struct {
 	budgets map[string]*budgetEntry
 	unique  map[string]string // unique key -> holder job id
 	cron    cronCatalog       // cron groups (cron_groups.go)
+	pending map[string]string // batch key -> its pending job's id (batch_core.go)
 	tracer  *Tracer
 	obs     engineObs // counters for metrics (observe.go)
 	names   nameInterner
@@ -266,6 +270,7 @@ func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *cons
 		consumed:    consumed,
 		budgets:     make(map[string]*budgetEntry),
 		unique:      make(map[string]string),
+		pending:     make(map[string]string),
 		tracer:      tracer,
 	}
 }

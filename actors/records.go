@@ -16,10 +16,17 @@ import (
 // storeNewJobs writes the records of jobs a request enqueued (in ID order):
 // as groups when there are enough of them, else one by one (storeNewJob).
 // Payloads beyond the cache are not kept in memory: a member's stays in
-// its group, a lone job's is stored apart.
+// its group, a lone job's is stored apart. A batched job is always stored
+// alone, since a fold rewrites its payload (batch_core.go).
 func (e *queueCore) storeNewJobs(entries []*entry, batch *persistence.Batch) {
 	if len(entries) == 0 {
 		return
+	}
+	for _, en := range entries {
+		if en.job.Batch != nil {
+			entries = e.storeBatchedAlone(entries, batch)
+			break
+		}
 	}
 	if len(entries) < e.cfg.GroupMinJobs {
 		for _, en := range entries {
@@ -41,6 +48,20 @@ func (e *queueCore) storeNewJobs(entries []*entry, batch *persistence.Batch) {
 		}
 		e.joinGroup(en, groups[i], false)
 	}
+}
+
+// storeBatchedAlone stores the batched jobs of entries alone and returns
+// the others.
+func (e *queueCore) storeBatchedAlone(entries []*entry, batch *persistence.Batch) []*entry {
+	rest := make([]*entry, 0, len(entries))
+	for _, en := range entries {
+		if en.job.Batch != nil {
+			e.storeNewJob(en.job, batch)
+			continue
+		}
+		rest = append(rest, en)
+	}
+	return rest
 }
 
 // joinGroup records that en's job is a member of g and applies the payload
@@ -73,6 +94,7 @@ func (e *queueCore) putRecord(en *entry, batch *persistence.Batch) {
 // putDispatched writes that the job was dispatched: a mark in its group
 // while the group's copy is its record, else its record.
 func (e *queueCore) putDispatched(en *entry, batch *persistence.Batch) {
+	writeUnlink(en, batch)
 	if en.grp != nil && !en.override {
 		batch.MarkInFlight(en.grp, en.job.ID, en.job.DequeuedAt)
 		return

@@ -60,6 +60,7 @@ func (e *queueCore) closeStream(now uint64, id uint64, reply func(any)) {
 		e.leaveInFlight(en)
 		en.job.Status = protocol.StatusReady
 		e.putRecord(en, batch)
+		writeUnlink(en, batch)
 		e.reclaimUnique(en.job)
 		e.makeReady(en)
 		e.tracer.job(EventRequeued, en.job, s.id)

@@ -29,6 +29,8 @@ const (
 	EventRequeued       EventKind = "requeued"
 	EventCronFired      EventKind = "cron_fired"
 	EventCronSkipped    EventKind = "cron_skipped"
+	EventFolded         EventKind = "folded"
+	EventBatchSealed    EventKind = "batch_sealed"
 )
 
 // Event is one traced step. Tokens is the budget's pool level after the

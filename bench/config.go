@@ -23,11 +23,12 @@ const (
 	scenarioRestart     = "restart"
 	scenarioCeiling     = "ceiling"
 	scenarioCron        = "cron"
+	scenarioBatch       = "batch"
 )
 
 var scenarioNames = []string{
 	scenarioLifecycle, scenarioInflight, scenarioRate, scenarioMulti,
-	scenarioManyBudgets, scenarioBacklog, scenarioRestart, scenarioCeiling, scenarioCron,
+	scenarioManyBudgets, scenarioBacklog, scenarioRestart, scenarioCeiling, scenarioCron, scenarioBatch,
 }
 
 // Config is everything one run needs. Zero values are filled in by
@@ -160,6 +161,8 @@ var scenarioDefaults = map[string]defaults{
 	// Paced faster than the workers drain (4*100 slots / 40 ms = 10000/s),
 	// so that the kill finds both a backlog and jobs in flight.
 	scenarioRestart: {"jobs": "100000", "enqueue-rate": "20000", "sleep": "40ms"},
+	// 100,000 single enqueues per phase; batched ones fold 100 a key.
+	scenarioBatch: {"jobs": "100000", "producers": "8"},
 }
 
 // tinyDefaults is the --tiny preset: a few seconds per scenario.

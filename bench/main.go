@@ -29,6 +29,7 @@
 //	cron          --cron-entries entries firing every second for --duration:
 //	              lateness from slot to take, firings/s, server CPU; then
 //	              install time and RSS for --cron-install entries (cron.go)
+//	batch         single enqueues, plain and batched (100 folds a key), in one run
 //
 // # Output
 //

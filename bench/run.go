@@ -40,6 +40,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sigs <-ch
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "bench")
+	if cfg.Scenario == scenarioBatch {
+		return runBatchScenario(ctx, cfg, log, stdout)
+	}
 	if cfg.CPUProfile != "" {
 		stop, err := startCPUProfile(cfg.CPUProfile)
 		if err != nil {

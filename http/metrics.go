@@ -27,6 +27,7 @@ type engineCollector struct {
 
 	jobs, parked                            *prometheus.Desc
 	enqueued, dispatched, acked, failed     *prometheus.Desc
+	folded, sealed, foldWorkers             *prometheus.Desc
 	tokens, inFlight, held, budgetParked    *prometheus.Desc
 	budgetDispatches, refusals, wakeAt      *prometheus.Desc
 	streams, subscribers, scrapeError       *prometheus.Desc
@@ -51,6 +52,9 @@ func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollecto
 		jobs:             d("tollgate_jobs", "Jobs by queue and visible status (a parked job is ready).", qs, nil),
 		parked:           d("tollgate_jobs_parked", "Ready jobs parked on a budget, by queue.", q, nil),
 		enqueued:         d("tollgate_jobs_enqueued_total", "Jobs enqueued since the server started.", q, nil),
+		folded:           d("tollgate_jobs_folded_total", "Enqueues folded into a pending batched job since the server started, by the job's queue.", q, nil),
+		sealed:           d("tollgate_batches_sealed_total", "Batched jobs that stopped taking folds since the server started, by queue.", q, nil),
+		foldWorkers:      d("tollgate_fold_workers_busy", "Fold workers evaluating batch programs (when, fold) now.", nil, nil),
 		dispatched:       d("tollgate_jobs_dispatched_total", "Jobs handed to a take stream since the server started.", q, nil),
 		acked:            d("tollgate_jobs_acked_total", "Jobs acknowledged as done since the server started.", q, nil),
 		failed:           d("tollgate_jobs_failed_total", "Job failures reported since the server started.", q, nil),
@@ -81,7 +85,7 @@ func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollecto
 
 // Describe sends every descriptor.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.dispatched, c.acked, c.failed,
+	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.folded, c.sealed, c.foldWorkers, c.dispatched, c.acked, c.failed,
 		c.tokens, c.inFlight, c.held, c.budgetParked, c.budgetDispatches, c.refusals, c.wakeAt,
 		c.headAffordableAt, c.budgetAllocation, c.budgetCapacity, c.streams, c.subscribers, c.scrapeError,
 		c.queueWait, c.runTime,
@@ -101,6 +105,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 0)
+	ch <- prometheus.MustNewConstMetric(c.foldWorkers, prometheus.GaugeValue, float64(c.engine.FoldWorkersBusy()))
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -122,6 +127,8 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.failed, float64(q.Failed), q.Queue)
 		ch <- constHistogram(c.queueWait, &q.Wait, q.Queue)
 		ch <- constHistogram(c.runTime, &q.Run, q.Queue)
+		counter(c.folded, float64(q.Folded), q.Queue)
+		counter(c.sealed, float64(q.Sealed), q.Queue)
 	}
 	for _, b := range m.Budgets {
 		gauge(c.tokens, b.Tokens, b.Key, string(b.Definition.Strategy.Type))

@@ -28,6 +28,8 @@ type JobStore interface {
 	// LoadCronGroups returns every stored cron group in name order, each
 	// with its entries.
 	LoadCronGroups() ([]StoredCronGroup, error)
+	// LoadBatchLinks returns every batch key's link to its pending job.
+	LoadBatchLinks() (map[string]string, error)
 	// ScanJobs calls fn with every stored job and where it is stored.
 	ScanJobs(fn func(*protocol.Job, Member) error) error
 	// GetJob reads one job with its payload (protocol.ErrJobNotFound when

@@ -18,12 +18,17 @@ import "encoding/binary"
 //	t/<cron group>\x00<entry>    cron entry times (next, last)  queue actor
 //	m/reclaim                    empty; written and dropped to   Store (space.go)
 //	                             flush the memtable
+//	k/<batch key>                id of the key's pending job    queue actor
 //
 // A bulk enqueue stores its jobs as groups (group.go); a member's own
 // j/<id> record, when it has one, overrides the group's copy.
 //
-// The payload is written once, at enqueue, and never changes, so the many
-// rewrites of a job record as its status changes stay small.
+// The payload is written at enqueue and changes only when a batched enqueue
+// folds into the job (SPEC §8.2, a job that never joins a group), so the
+// many rewrites of a job record as its status changes stay small.
+//
+// A k/ entry is the durable link from a batch key to its pending job; it is
+// removed in the transaction that seals the batch.
 //
 // A firing rewrites only the entry's times (t/, 17 bytes), not its record
 // with the template; the times there override those in the record.
@@ -44,6 +49,7 @@ var (
 	cronPrefix    = []byte("c/")
 	entryPrefix   = []byte("n/")
 	timesPrefix   = []byte("t/")
+	batchPrefix   = []byte("k/")
 )
 
 func cronTimesKey(group, entry string) []byte {
@@ -105,4 +111,9 @@ func markPrefix(first string) []byte {
 
 func markKey(first string, seq uint32) []byte {
 	return binary.BigEndian.AppendUint32(markPrefix(first), seq)
+}
+
+func batchLinkKey(key string) []byte {
+	k := make([]byte, 0, len(batchPrefix)+len(key))
+	return append(append(k, batchPrefix...), key...)
 }

@@ -40,7 +40,9 @@ type Retention struct {
 	DeadMs      *uint64 `json:"dead_ms,omitempty" msgpack:"dead_ms,omitempty"`
 }
 
-// Batch is the [later] batching configuration; it is validated and stored.
+// Batch is a batched job's configuration (SPEC §8.2): successive ready
+// enqueues with the same Key fold into one pending job with the programs
+// of the job that started the batch.
 type Batch struct {
 	Key  string `json:"key" msgpack:"key"`
 	When string `json:"when" msgpack:"when"`

@@ -196,6 +196,9 @@ func (r *EnqueueRequest) validate(memo *bindingMemo) (*NewJob, error) {
 	if r.UniqueKey != nil && r.Batch != nil {
 		return nil, Invalid("unique_key and batch cannot be combined")
 	}
+	if r.Batch != nil && *r.Batch.Key == "" {
+		return nil, Invalid("batch.key must not be empty")
+	}
 	uniqueWhile := ""
 	if r.UniqueKey != nil {
 		uniqueWhile = UniqueQueued

@@ -1,0 +1,239 @@
+// Batched jobs, the queue core's side (SPEC §8.2): each batch key's pending
+// job, folds applied to it, and sealing. The jq programs never run here:
+// the facade evaluates them (fold.go) and sends a plan whose assumptions
+// about the pending jobs the core checks before it applies anything.
+
+package actors
+
+import (
+	"bytes"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// foldPlan is what the facade decided for each job of an enqueue, given
+// what it believed about the pending jobs of the request's batch keys.
+type foldPlan struct {
+	// Expect is, for every batch key the request folds or starts, the id
+	// of the pending job the plan assumed ("" for none).
+	Expect map[string]string
+	// Items holds one action per job of the request.
+	Items []foldAction
+	// Payloads holds the merged payload of each pending job that existed
+	// before the request and takes folds in it.
+	Payloads map[string][]byte
+}
+
+// foldKind is what one job of a planned enqueue does.
+type foldKind uint8
+
+const (
+	// foldNone: an ordinary job (unbatched, or batched and scheduled).
+	foldNone foldKind = iota
+	// foldStart: a new job that becomes its key's pending job (sealing the
+	// one before, if any).
+	foldStart
+	// foldInto: folds into the pending job Into (a job that existed before
+	// the request) or into the job of item IntoIndex of this request.
+	foldInto
+)
+
+// foldAction is the plan for one job.
+type foldAction struct {
+	Kind      foldKind
+	Into      string
+	IntoIndex int // -1 unless the job folds into an earlier item's job
+}
+
+// foldStale answers a plan whose assumptions no longer hold (or a batched
+// enqueue that came without a plan): the pending jobs of its keys as they
+// are now. The facade plans again from them.
+type foldStale struct {
+	Pending map[string]pendingJob // batch key -> its pending job; absent: none
+}
+
+// pendingJob is a copy of what the facade needs of a pending job.
+type pendingJob struct {
+	ID    string
+	Batch protocol.Batch
+	// Payload is the job's current payload, nil when it is stored apart
+	// (the facade then reads it from the store).
+	Payload []byte
+}
+
+// planBatchKeys returns the batch keys of the request's jobs that take part
+// in folding at now (batched and ready), or nil.
+func planBatchKeys(jobs []*protocol.NewJob, now uint64) []string {
+	var keys []string
+	for _, nj := range jobs {
+		if joinsBatch(nj, now) {
+			keys = append(keys, nj.Job.Batch.Key)
+		}
+	}
+	return keys
+}
+
+// joinsBatch reports whether a job takes part in folding: it is batched
+// and ready at now (SPEC §8.2.5: scheduled enqueues opt out).
+func joinsBatch(nj *protocol.NewJob, now uint64) bool {
+	return nj.Job.Batch != nil && (!nj.ReadyAtSet || nj.Job.ReadyAt <= now)
+}
+
+// checkFoldPlan returns nil when the plan may be applied: it came with the
+// request if any job joins a batch, and every pending job it assumed is
+// still its key's pending job. Otherwise it returns the current state of
+// the keys.
+func (e *queueCore) checkFoldPlan(m *EnqueueJobs, now uint64) *foldStale {
+	if m.Plan == nil {
+		keys := planBatchKeys(m.Jobs, now)
+		if keys == nil {
+			return nil
+		}
+		return e.pendingState(keys)
+	}
+	for key, id := range m.Plan.Expect {
+		if e.pending[key] != id {
+			keys := make([]string, 0, len(m.Plan.Expect))
+			for k := range m.Plan.Expect {
+				keys = append(keys, k)
+			}
+			return e.pendingState(keys)
+		}
+	}
+	return nil
+}
+
+func (e *queueCore) pendingState(keys []string) *foldStale {
+	st := &foldStale{Pending: make(map[string]pendingJob, len(keys))}
+	for _, key := range keys {
+		id := e.pending[key]
+		if id == "" {
+			continue
+		}
+		if en := e.jobs[id]; en != nil {
+			// a copy: the answer holds nothing of the actor's state
+			st.Pending[key] = pendingJob{ID: id, Batch: *en.job.Batch, Payload: bytes.Clone(en.job.Payload)}
+		}
+	}
+	return st
+}
+
+// isPending reports whether en's job is its batch key's pending job.
+func (e *queueCore) isPending(en *entry) bool {
+	b := en.job.Batch
+	return b != nil && e.pending[b.Key] == en.job.ID
+}
+
+// startBatch makes a job just created its key's pending job; a previous
+// pending job of the key seals (its link is overwritten in the same batch).
+func (e *queueCore) startBatch(j *protocol.Job, batch *persistence.Batch) {
+	key := j.Batch.Key
+	if old := e.pending[key]; old != "" {
+		if en := e.jobs[old]; en != nil {
+			e.observeSealed(en.job, "when_false")
+		}
+	}
+	e.pending[key] = j.ID
+	batch.PutBatchLink(key, j.ID)
+}
+
+// seal ends en's batch, if it is pending, and removes its link in batch,
+// the transaction of the change that takes the job out of ready.
+func (e *queueCore) seal(en *entry, batch *persistence.Batch, reason string) {
+	if !e.isPending(en) {
+		return
+	}
+	delete(e.pending, en.job.Batch.Key)
+	batch.DeleteBatchLink(en.job.Batch.Key)
+	e.observeSealed(en.job, reason)
+}
+
+// sealOnDispatch ends the batch of a job being dispatched; its link is
+// removed with the job's in-flight write (putDispatched).
+func (e *queueCore) sealOnDispatch(en *entry) {
+	if !e.isPending(en) {
+		return
+	}
+	delete(e.pending, en.job.Batch.Key)
+	en.unlink = true
+	e.observeSealed(en.job, "dispatched")
+}
+
+// applyFolds applies a checked plan's folds after the request's new jobs
+// are created (ids by request index): each pending job that existed before
+// takes its merged payload once, and each folding job's view is its
+// pending job's, folded:true.
+func (e *queueCore) applyFolds(now uint64, plan *foldPlan, ids []string, views []*protocol.JobView, batch *persistence.Batch) {
+	for id, payload := range plan.Payloads {
+		if en := e.jobs[id]; en != nil {
+			e.applyFold(en, payload, batch)
+		}
+	}
+	for i, a := range plan.Items {
+		if a.Kind != foldInto {
+			continue
+		}
+		id := a.Into
+		if a.IntoIndex >= 0 {
+			id = ids[a.IntoIndex]
+		}
+		j := e.jobs[id].job
+		views[i] = j.EnqueueView(now, false, true)
+		e.counters(j.Queue).folded++
+		e.tracer.job(EventFolded, j, 0)
+	}
+}
+
+// applyFold replaces a pending job's payload with the merged one and writes
+// it in batch. The payload stays where it was stored: in the record (and
+// memory) while the payload cache has room, else apart.
+func (e *queueCore) applyFold(en *entry, payload []byte, batch *persistence.Batch) {
+	j := en.job
+	if j.Payload != nil {
+		e.payloadBytes -= len(j.Payload)
+		if e.payloadBytes+len(payload) <= e.cfg.PayloadCacheBytes {
+			e.payloadBytes += len(payload)
+			j.Payload = payload
+			batch.PutJob(j)
+		} else {
+			j.Payload = payload
+			batch.PutJobPayloadApart(j)
+			j.Payload = nil
+		}
+	} else {
+		c := *j
+		c.Payload = payload
+		batch.PutJobPayloadApart(&c)
+	}
+}
+
+// writeUnlink removes, in batch, the link of a job sealed by its dispatch.
+func writeUnlink(en *entry, batch *persistence.Batch) {
+	if en.unlink {
+		batch.DeleteBatchLink(en.job.Batch.Key)
+		en.unlink = false
+	}
+}
+
+func (e *queueCore) observeSealed(j *protocol.Job, reason string) {
+	e.counters(j.Queue).sealed++
+	if e.tracer.on() {
+		e.tracer.emit(Event{Kind: EventBatchSealed, Actor: "queue", JobID: j.ID, Queue: j.Queue, Reason: reason})
+	}
+}
+
+// loadBatchLinks restores the pending links after the jobs are loaded. A
+// link whose job is not a never-dispatched ready job with that batch key is
+// stale and removed (SPEC §8.2.7: after a restart only such a job can be
+// pending).
+func (e *queueCore) loadBatchLinks(links map[string]string, batch *persistence.Batch) {
+	for key, id := range links {
+		en := e.jobs[id]
+		if en == nil || en.job.Batch == nil || en.job.Batch.Key != key || en.job.Status != protocol.StatusReady || en.job.DequeuedAt != 0 || en.grp != nil {
+			batch.DeleteBatchLink(key)
+			continue
+		}
+		e.pending[key] = id
+	}
+}
