@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/itchyny/gojq"
 )
 
 // Batched jobs (SPEC §8.2): the checks every batched enqueue passes, the
@@ -49,7 +47,7 @@ func CheckBatch(b *Batch, payload []byte) (any, error) {
 }
 
 // foldOnce runs a fold program and returns its single output.
-func foldOnce(code *gojq.Code, existing, new any) (any, error) {
+func foldOnce(code *JQProgram, existing, new any) (any, error) {
 	outs, err := evalBatchProgram(code, existing, new, 2)
 	switch {
 	case err != nil:

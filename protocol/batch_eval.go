@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/itchyny/gojq"
 )
 
 // How a batch's when and fold programs are evaluated (SPEC §8.2.8): every
-// evaluation goes through evalBatchProgram, so a shared, bounded jq
-// evaluator can later take its place in this one file.
+// evaluation goes through evalBatchProgram, which runs the shared bounded
+// evaluator (jq.go): $existing and $new defined, an empty environment, at
+// most BatchEvalTimeout, and no value over JQMaxValueBytes.
 
 // BatchEvalTimeout bounds one evaluation of a batch program; past it the
 // evaluation is a runtime error.
@@ -24,26 +23,19 @@ const batchCacheMax = 4096
 
 var batchCache = struct {
 	sync.RWMutex
-	m map[string]*gojq.Code
-}{m: make(map[string]*gojq.Code)}
+	m map[string]*JQProgram
+}{m: make(map[string]*JQProgram)}
 
-// compileBatchProgram parses and compiles a batch program in which $existing
-// and $new are defined and the environment is empty, caching it by its
-// source text.
-func compileBatchProgram(src string) (*gojq.Code, error) {
+// compileBatchProgram compiles a batch program, caching it by its source
+// text.
+func compileBatchProgram(src string) (*JQProgram, error) {
 	batchCache.RLock()
 	code := batchCache.m[src]
 	batchCache.RUnlock()
 	if code != nil {
 		return code, nil
 	}
-	q, err := gojq.Parse(src)
-	if err != nil {
-		return nil, err
-	}
-	code, err = gojq.Compile(q,
-		gojq.WithVariables([]string{"$existing", "$new"}),
-		gojq.WithEnvironLoader(func() []string { return nil }))
+	code, err := CompileJQ(src, "$existing", "$new")
 	if err != nil {
 		return nil, err
 	}
@@ -60,25 +52,15 @@ func compileBatchProgram(src string) (*gojq.Code, error) {
 var errBatchTimeout = fmt.Errorf("evaluation exceeded the time limit of %v", BatchEvalTimeout)
 
 // evalBatchProgram runs code with null as input and $existing, $new bound,
-// within BatchEvalTimeout. It returns once it has max outputs, at the end of
-// the outputs or at the first runtime error.
-func evalBatchProgram(code *gojq.Code, existing, new any, max int) (outs []any, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), BatchEvalTimeout)
-	defer cancel()
-	iter := code.RunWithContext(ctx, nil, existing, new)
-	for {
-		v, ok := iter.Next()
-		if !ok {
-			return outs, nil
-		}
-		if e, isErr := v.(error); isErr {
-			if errors.Is(e, context.DeadlineExceeded) {
-				return outs, errBatchTimeout
-			}
-			return outs, e
-		}
-		if outs = append(outs, v); len(outs) == max {
-			return outs, nil
-		}
+// within the bounds. It returns once it has max outputs, at the end of the
+// outputs or at the first runtime error.
+func evalBatchProgram(code *JQProgram, existing, new any, max int) (outs []any, err error) {
+	err = code.Run(context.Background(), BatchEvalTimeout, nil, []any{existing, new}, func(v any) bool {
+		outs = append(outs, v)
+		return len(outs) < max
+	})
+	if errors.Is(err, ErrJQTimeout) {
+		err = errBatchTimeout
 	}
+	return outs, err
 }

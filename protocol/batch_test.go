@@ -63,12 +63,41 @@ func TestFoldBatchExactIntegers(t *testing.T) {
 }
 
 func TestFoldBatchSizeLimit(t *testing.T) {
+	// a value over 8 MiB is stopped inside the program (the bounded
+	// evaluator, jq.go)
 	half := strings.Repeat("x", 4_300_000)
 	_, _, err := FoldBatch(&Batch{Fold: `$existing + $new`}, half, half, 0)
-	if err == nil || err.Error() != "batch fold failed: merged payload of 8600002 bytes exceeds the limit of 8388608 bytes" {
+	if err == nil || err.Error() != "batch fold failed: fold expression failed at runtime: jq program exceeded its memory bound" {
+		t.Fatalf("err %v", err)
+	}
+	// a value under the bound whose JSON is over 8 MiB (every quote is
+	// escaped) fails on the merged payload's size
+	quotes := strings.Repeat(`"`, 2_200_000)
+	_, _, err = FoldBatch(&Batch{Fold: `$existing + $new`}, quotes, quotes, 0)
+	if err == nil || err.Error() != "batch fold failed: merged payload of 8800002 bytes exceeds the limit of 8388608 bytes" {
 		t.Fatalf("err %v", err)
 	}
 	if _, js, err := FoldBatch(&Batch{Fold: `$existing + $new`}, half, "y", 0); err != nil || len(js) != 4_300_003 {
 		t.Fatalf("under the limit: %d bytes, %v", len(js), err)
+	}
+}
+
+// TestFoldBatchHostileProgramsBounded: the batch programs run in the
+// bounded evaluator, so a program that would allocate gigabytes in one
+// operation is stopped before it does, as a fold failure.
+func TestFoldBatchHostileProgramsBounded(t *testing.T) {
+	for _, fold := range []string{
+		`"a" * 2147483646`,
+		`[$existing] | .[500000000] = 1`,
+	} {
+		_, _, err := FoldBatch(&Batch{Fold: fold}, map[string]any{}, map[string]any{}, 0)
+		if err == nil || !strings.Contains(err.Error(), "memory bound") {
+			t.Errorf("fold %s: err %v, want a fold failure at the memory bound", fold, err)
+		}
+	}
+	// built one step at a time: the time limit stops it
+	_, _, err := FoldBatch(&Batch{Fold: `[range(100000000)] | length`}, map[string]any{}, map[string]any{}, 0)
+	if err == nil || !strings.HasPrefix(err.Error(), "batch fold failed: ") {
+		t.Errorf("range: err %v, want a fold failure", err)
 	}
 }
