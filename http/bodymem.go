@@ -129,7 +129,13 @@ func (a *API) readBodyCounted(c echo.Context, r io.Reader, contentLength int64) 
 		b := make([]byte, contentLength+1)
 		n, err := io.ReadFull(r, b)
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			// ReadFull reports the expected end (the declared length, not
+			// the extra byte) as unexpected; only a body cut short before
+			// its declared length is one.
 			err = nil
+			if int64(n) < contentLength {
+				err = io.ErrUnexpectedEOF
+			}
 		}
 		return b[:n], err
 	}
