@@ -39,8 +39,17 @@ func TestFaultPoisonValuesRefused(t *testing.T) {
 			"invalid JSON: number 1e400 out of range"},
 		{"/jobs/bulk", `{"jobs":[{"type":"t","queue":"poison","payload":1},{"type":"t","queue":"poison","payload":["\udc00"]}]}`,
 			"invalid JSON: invalid UTF-8 in jobs[1].payload[0]"},
+		// a cron template is a job body too
+		{"/crons/poison", `{"entries":[{"name":"e","expression":"0 0 * * *","job":{"type":"t","queue":"poison","payload":{"x":1e400}}}]}`,
+			"invalid JSON: number 1e400 out of range"},
+		{"/crons/poison/entries", `{"name":"e","expression":"0 0 * * *","job":{"type":"t","queue":"poison","payload":"\udfff"}}`,
+			"invalid JSON: invalid UTF-8 in job.payload"},
 	} {
-		r := coreRequest(t, nil, s.URL, http.MethodPost, c.path, []byte(c.body), map[string]string{"Content-Type": coreCTJSON})
+		method := http.MethodPost
+		if c.path == "/crons/poison" {
+			method = http.MethodPut
+		}
+		r := coreRequest(t, nil, s.URL, method, c.path, []byte(c.body), map[string]string{"Content-Type": coreCTJSON})
 		coreRequireError(t, r, http.StatusBadRequest, c.want)
 	}
 	bad, err := msgpack.Marshal(map[string]any{"type": "t", "queue": q, "payload": map[string]any{"s": "\xff\xfe"}})
@@ -48,6 +57,18 @@ func TestFaultPoisonValuesRefused(t *testing.T) {
 	r := coreRequest(t, nil, s.URL, http.MethodPost, "/jobs", bad, map[string]string{"Content-Type": coreCTMsgpack, "Accept": coreCTMsgpack})
 	coreRequireError(t, r, http.StatusBadRequest, "invalid MessagePack: invalid UTF-8 in payload.s")
 	require.EqualValues(t, 0, queryCount(t, s.URL, ""), "a refused value was stored")
+	require.Equal(t, map[string]any{"crons": []any{}}, coreDoJSON(t, s.URL, http.MethodGet, "/crons", nil).Map(t), "a refused template was stored")
+
+	// a fold whose result leaves the model fails the enqueue, which writes nothing
+	batched := func(n int) map[string]any {
+		return map[string]any{"type": "t", "queue": "poison-fold", "payload": map[string]any{"n": n},
+			"batch": map[string]any{"key": "poison", "when": "true", "fold": "$existing | .n = 1e400"}}
+	}
+	coreRequireStatus(t, coreDoJSON(t, s.URL, http.MethodPost, "/jobs", batched(1)), http.StatusCreated)
+	r = coreDoJSON(t, s.URL, http.MethodPost, "/jobs", batched(2))
+	coreRequireErrorPrefix(t, r, http.StatusUnprocessableEntity, "batch fold failed: ")
+	require.EqualValues(t, 1, queryCount(t, s.URL, ""), "a failed fold wrote a job")
+	coreRequireStatus(t, coreDoJSON(t, s.URL, http.MethodDelete, "/jobs?queue=poison-fold", nil), http.StatusOK)
 
 	// values at the edges of the model are stored and read back alike
 	edge := []byte(`{"type":"t","queue":"poison","payload":{"max":18446744073709551615,"min":-9223372036854775808,` +
