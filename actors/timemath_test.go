@@ -116,7 +116,7 @@ func TestSchedulerIdlesAtMaximumReadyAt(t *testing.T) {
 		_, err := b.engine.Enqueue(ctx, []*protocol.NewJob{{Job: protocol.Job{Type: "t", Queue: "q", Priority: protocol.DefaultPriority, Payload: []byte(`1`)}}}, false)
 		require.NoError(t, err)
 		_, deliveries := obsOpen(t, b.engine, "w", 1)
-		j := <-deliveries
+		j := nextJob(t, deliveries)
 		msg, retryAt := "boom", uint64(math.MaxUint64)
 		v, err := b.engine.Fail(ctx, j.ID, &protocol.FailureRequest{Message: &msg, RetryAt: &retryAt})
 		require.NoError(t, err)
@@ -135,16 +135,17 @@ func TestBackoffAtMaximumSaturates(t *testing.T) {
 	_, err := b.engine.Enqueue(ctx, []*protocol.NewJob{{Job: protocol.Job{Type: "t", Queue: "q", Priority: protocol.DefaultPriority, Payload: []byte(`1`), Backoff: maxBackoff}}}, false)
 	require.NoError(t, err)
 	_, deliveries := obsOpen(t, b.engine, "w", 1)
-	j := <-deliveries
+	j := nextJob(t, deliveries)
 	msg := "boom"
 	// attempts 1: 1^exponent is 1; the second failure has attempts 2, and
 	// 2^MaxFloat64 is +Inf.
 	v, err := b.engine.Fail(ctx, j.ID, &protocol.FailureRequest{Message: &msg})
 	require.NoError(t, err)
 	require.Greater(t, v.ReadyAt, b.clock.nowMs())
+	waitArmed[*schedulerTick](t, b) // the retry's timer, armed by a message of its own
 	b.clock.set(v.ReadyAt)
 	b.timers.fireDue()
-	j = <-deliveries
+	j = nextJob(t, deliveries)
 	v, err = b.engine.Fail(ctx, j.ID, &protocol.FailureRequest{Message: &msg})
 	require.NoError(t, err)
 	require.Greater(t, v.ReadyAt, b.clock.nowMs()+uint64(century/time.Millisecond))
@@ -161,7 +162,7 @@ func TestRetentionAtMaximumKeepsTheJob(t *testing.T) {
 		Retention: &protocol.Retention{CompletedMs: &keep, DeadMs: &keep}}}}, false)
 	require.NoError(t, err)
 	_, deliveries := obsOpen(t, b.engine, "w", 1)
-	j := <-deliveries
+	j := nextJob(t, deliveries)
 	_, err = b.engine.Ack(ctx, []string{j.ID})
 	require.NoError(t, err)
 	v, err := b.engine.GetJob(ctx, j.ID)
@@ -183,7 +184,7 @@ func TestBudgetTimerIdlesAtMaximumDuration(t *testing.T) {
 	views, err := b.engine.Enqueue(ctx, obsJobs(4, "q", "slow"), true)
 	require.NoError(t, err)
 	_, deliveries := obsOpen(t, b.engine, "w", 10)
-	<-deliveries
+	nextJob(t, deliveries)
 	require.Greater(t, waitArmed[*budgetWake](t, b), century)
 	require.Zero(t, b.timers.fireDue(), "nothing is due")
 
@@ -197,4 +198,16 @@ func TestBudgetTimerIdlesAtMaximumDuration(t *testing.T) {
 	require.NotNil(t, v.Waiting)
 	require.Equal(t, 3, v.Waiting.Position)
 	require.Equal(t, uint64(neverMs), v.Waiting.AffordableAt)
+}
+
+// nextJob waits (bounded) for the next delivered job.
+func nextJob(t *testing.T, deliveries chan protocol.Job) protocol.Job {
+	t.Helper()
+	select {
+	case j := <-deliveries:
+		return j
+	case <-time.After(10 * time.Second):
+		t.Fatal("no job delivered within 10s")
+	}
+	return protocol.Job{}
 }

@@ -86,13 +86,19 @@ func TestFaultStalledStreamReleasesItsJobs(t *testing.T) {
 			// 20 s: less than the 30 s write timeout that, before the
 			// stalled-stream rule, ended a stream only once a write blocked
 			// that long (and never when the frames fit in the buffers).
-			healthy := budOpenStream(t, s, "q", 10)
+			// The healthy worker speaks h2c with a large window: its
+			// writes never block, so the tiny buffer limits of these cases
+			// cannot close it too (over HTTP/1.1 a batch waiting for its
+			// ACK in the send queue could exceed 1 KiB at a check).
+			h2c := &http.Transport{Protocols: new(http.Protocols)}
+			h2c.Protocols.SetUnencryptedHTTP2(true)
+			healthy := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=q&prefetch=10", Client: &http.Client{Transport: h2c}, WorkerID: "healthy"})
 			got := map[string]bool{}
 			deadline := time.Now().Add(20 * time.Second)
 			for len(got) < n && time.Now().Before(deadline) {
-				f := healthy.next(time.Until(deadline))
-				got[f.id()] = true
-				budAck(t, s, f.id())
+				j := healthy.NextJob(t, time.Until(deadline))
+				got[j.ID] = true
+				budAck(t, s, j.ID)
 			}
 			require.Len(t, got, n)
 			for _, id := range ids {
