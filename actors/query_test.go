@@ -109,43 +109,20 @@ func TestQueryIndexesMatchFullScan(t *testing.T) {
 		"type=x", "type=y,x", "type=nope", "type=x&status=dead", "type=y&priority=2", "type=x,nope&queue=b",
 		"budgets.key=k&status=ready", "budgets.key=nope", "budgets.key=k&type=y"}
 	for _, q := range filters {
-		f := parseFilter(t, q)
-		want := expected(t, eng, store, f)
-		n, err := eng.CountJobs(ctx, f)
-		if err != nil || n != uint64(len(want)) {
-			t.Fatalf("count %q: %d, %v; want %d", q, n, err, len(want))
-		}
-		for _, desc := range []bool{false, true} {
-			var got []string
-			from := ""
-			for pages := 0; ; pages++ {
-				page, more, err := eng.ListJobs(ctx, f, from, desc, 23)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, j := range page {
-					got = append(got, j.ID)
-				}
-				if more != (len(page) == 23 && len(got) < len(want)) {
-					t.Fatalf("list %q desc=%v page %d: more=%v with %d/%d", q, desc, pages, more, len(got), len(want))
-				}
-				if !more {
-					break
-				}
-				from = page[len(page)-1].ID
+		// a jq filter is bounded in wall-clock time per job: on a busy
+		// machine one job may time out (no match, counted in
+		// BoundedErrors), as a client would see in Tollgate-Filter-Errors;
+		// such a run is retried, any other mismatch fails
+		for attempt := 1; ; attempt++ {
+			f := parseFilter(t, q)
+			bad := compareQuery(t, eng, store, f, q)
+			if bad == "" {
+				break
 			}
-			if len(got) != len(want) {
-				t.Fatalf("list %q desc=%v: %d jobs, want %d", q, desc, len(got), len(want))
+			if f.BoundedErrors() == 0 || attempt == 3 {
+				t.Fatal(bad)
 			}
-			for i := range got {
-				w := want[i]
-				if desc {
-					w = want[len(want)-1-i]
-				}
-				if got[i] != w {
-					t.Fatalf("list %q desc=%v: item %d is %s, want %s", q, desc, i, got[i], w)
-				}
-			}
+			t.Logf("%s (after %d filter time-outs; retrying)", bad, f.BoundedErrors())
 		}
 	}
 	// id filter: only the listed visible jobs, in order.
@@ -155,6 +132,51 @@ func TestQueryIndexesMatchFullScan(t *testing.T) {
 	if err != nil || more || len(page) != 2 || page[0].ID != all[1] || page[1].ID != all[5] {
 		t.Fatalf("id filter: %v %v %v", page, more, err)
 	}
+}
+
+// compareQuery checks CountJobs and ListJobs (both directions, paged)
+// against a full scan for one filter, and says what differs ("" if
+// nothing).
+func compareQuery(t *testing.T, eng *Engine, store *persistence.Store, f *protocol.JobFilter, q string) string {
+	ctx := context.Background()
+	want := expected(t, eng, store, f)
+	n, err := eng.CountJobs(ctx, f)
+	if err != nil || n != uint64(len(want)) {
+		return fmt.Sprintf("count %q: %d, %v; want %d", q, n, err, len(want))
+	}
+	for _, desc := range []bool{false, true} {
+		var got []string
+		from := ""
+		for pages := 0; ; pages++ {
+			page, more, err := eng.ListJobs(ctx, f, from, desc, 23)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range page {
+				got = append(got, j.ID)
+			}
+			if more != (len(page) == 23 && len(got) < len(want)) {
+				return fmt.Sprintf("list %q desc=%v page %d: more=%v with %d/%d", q, desc, pages, more, len(got), len(want))
+			}
+			if !more {
+				break
+			}
+			from = page[len(page)-1].ID
+		}
+		if len(got) != len(want) {
+			return fmt.Sprintf("list %q desc=%v: %d jobs, want %d", q, desc, len(got), len(want))
+		}
+		for i := range got {
+			w := want[i]
+			if desc {
+				w = want[len(want)-1-i]
+			}
+			if got[i] != w {
+				return fmt.Sprintf("list %q desc=%v: item %d is %s, want %s", q, desc, i, got[i], w)
+			}
+		}
+	}
+	return ""
 }
 
 // TestBulkDeleteAndPatchInBatches deletes and patches by filter with a batch
