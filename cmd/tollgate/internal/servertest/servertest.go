@@ -141,7 +141,7 @@ func StartIn(t testing.TB, rootDir string, extraArgs ...string) *Server {
 // (e.g. prlimit --nofile=256:256), kept for restarts.
 func StartWrapped(t testing.TB, rootDir string, wrapper []string, extraArgs ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, RootDir: rootDir, Args: extraArgs, Wrapper: wrapper}
+	s := &Server{t: t, RootDir: rootDir, Args: extraArgs, Wrapper: wrapper, Client: http.DefaultClient, scheme: "http"}
 	s.start()
 	t.Cleanup(func() { s.Stop() })
 	return s
