@@ -121,27 +121,34 @@ func Start(t testing.TB, extraArgs ...string) *Server {
 // check that it serves, and keeps in its Client field.
 func StartTLS(t testing.TB, client *http.Client, extraArgs ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, RootDir: t.TempDir(), Args: extraArgs, Client: client, scheme: "https"}
-	s.start()
-	t.Cleanup(func() { s.Stop() })
-	return s
+	return launch(t, &Server{RootDir: t.TempDir(), Args: extraArgs, Client: client, scheme: "https"})
 }
 
 // StartIn runs tollgate on the given root dir (use it to restart on the same
 // data after Stop or Kill).
 func StartIn(t testing.TB, rootDir string, extraArgs ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, RootDir: rootDir, Args: extraArgs, Client: http.DefaultClient, scheme: "http"}
-	s.start()
-	t.Cleanup(func() { s.Stop() })
-	return s
+	return launch(t, &Server{RootDir: rootDir, Args: extraArgs})
 }
 
 // StartWrapped is StartIn with the binary run under a wrapper command
 // (e.g. prlimit --nofile=256:256), kept for restarts.
 func StartWrapped(t testing.TB, rootDir string, wrapper []string, extraArgs ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, RootDir: rootDir, Args: extraArgs, Wrapper: wrapper, Client: http.DefaultClient, scheme: "http"}
+	return launch(t, &Server{RootDir: rootDir, Args: extraArgs, Wrapper: wrapper})
+}
+
+// launch fills in what every Server needs (plain HTTP through the default
+// client unless set), starts it, and stops it when the test ends.
+func launch(t testing.TB, s *Server) *Server {
+	t.Helper()
+	s.t = t
+	if s.Client == nil {
+		s.Client = http.DefaultClient
+	}
+	if s.scheme == "" {
+		s.scheme = "http"
+	}
 	s.start()
 	t.Cleanup(func() { s.Stop() })
 	return s
