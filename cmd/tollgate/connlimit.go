@@ -91,6 +91,10 @@ type limitedConn struct {
 	once sync.Once
 }
 
+// NetConn is the accepted connection, as tls.Conn's NetConn is: the take
+// stream's stall watch unwraps it to read the socket's send queue.
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
