@@ -58,9 +58,9 @@ func TestWakeMomentAtMaximumDuration(t *testing.T) {
 		{"allocation 1e6", timeBased(protocol.MaxAllocation, math.MaxInt64, 0), now + uint64(math.Ceil(float64(math.MaxInt64)/protocol.MaxAllocation))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newBudgetCore("k", tt.def, now, nil)
+			b := newBudgetCore("k", tt.def, atMs(now), nil)
 			b.level = 0 // every token spent (white box: spending a million is slow)
-			require.False(t, b.reserve(now, ref("parked", 2, 1), true).granted)
+			require.False(t, b.reserve(atMs(now), ref("parked", 2, 1), true).granted)
 			// The float rate rounds 2^63-1 to 2^63: one millisecond either way.
 			require.GreaterOrEqual(t, b.wakeAt, tt.want-1)
 			require.LessOrEqual(t, b.wakeAt, addMs(tt.want, 1))
