@@ -36,6 +36,9 @@ func TestTimeSumsSaturate(t *testing.T) {
 		{"delay sub-millisecond now", delayUntil(1_800_000_000_001, now.Add(300*time.Microsecond)), 700 * time.Microsecond},
 		{"delay at int64 ms", delayUntil(math.MaxInt64, now), time.Duration(math.MaxInt64)},
 		{"delay at uint64 max", delayUntil(math.MaxUint64, now), time.Duration(math.MaxInt64)},
+		{"ns delay in the past", delayUntilNs(1_799_999_999_000_000_000, now), time.Duration(0)},
+		{"ns delay ahead, sub-ms", delayUntilNs(1_800_000_000_142_857_143, now), 142_857_143 * time.Nanosecond},
+		{"ns delay at uint64 max", delayUntilNs(math.MaxUint64, now), time.Duration(math.MaxInt64)},
 		{"delay just below the Duration range", delayUntil(maxDelayMs-1, time.UnixMilli(0)), time.Duration(maxDelayMs-1) * time.Millisecond},
 	}
 	for _, tt := range tests {
