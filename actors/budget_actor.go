@@ -23,7 +23,9 @@ type budgetActor struct {
 	tracer *Tracer
 
 	gen         uint64
-	armedAt     uint64
+	armedAt     uint64 // wake moment armed, Unix ms (as reported)
+	armedNs     uint64 // the same, exact (Unix ns)
+	nowNs       uint64 // the clock when this Receive began (Unix ns)
 	cancelTimer func()
 
 	obs budgetObs // trace bookkeeping (observe.go)
@@ -42,7 +44,10 @@ type budgetActor struct {
 }
 
 func (a *budgetActor) Receive(ctx actor.Context) {
-	now := millis(a.clock.Now())
+	// The pool is kept in ns (SPEC §4.4, precision); traces and wire
+	// fields use the same moment in ms.
+	a.nowNs = nanos(a.clock.Now())
+	now := a.nowNs / nsPerMs
 	msg := ctx.Message()
 	if b, ok := msg.(*budgetBatch); ok {
 		a.answers = make([]ReserveResponse, countReserves(b.Msgs))
@@ -83,7 +88,7 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *actor.Stopped:
 	case *ReserveRequest:
 		before := a.traceRequested(m.Job, now)
-		out := a.core.reserve(now, m.Job, m.Commit)
+		out := a.core.reserve(a.nowNs, m.Job, m.Commit)
 		a.traceReserved(m.Job, out.granted, before, now)
 		committed := out.granted && m.Commit
 		if committed {
@@ -94,43 +99,43 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		a.toQueue.add(r)
 		a.wake(ctx, out.woken, "refill", now)
 	case *CommitReservation:
-		a.core.commit(now, m.JobID)
+		a.core.commit(a.nowNs, m.JobID)
 		a.traceJob(EventCommit, m.JobID, now)
 		a.syncTimer(ctx, now)
 	case *ReleaseReservation:
-		woken := a.core.release(now, m.JobID)
+		woken := a.core.release(a.nowNs, m.JobID)
 		a.traceJob(EventRelease, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
 	case *ReturnTokens:
-		woken := a.core.finish(now, m.Cost)
+		woken := a.core.finish(a.nowNs, m.Cost)
 		a.traceJob(EventReturned, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
 	case *RefundTokens:
 		if m.by != a.core {
 			return // another budget of this key made the debit
 		}
-		woken := a.core.refund(now, m.Cost)
+		woken := a.core.refund(a.nowNs, m.Cost)
 		a.traceJob(EventRelease, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
 	case *UnparkJob:
-		woken := a.core.unpark(now, m.JobID, m.Priority)
+		woken := a.core.unpark(a.nowNs, m.JobID, m.Priority)
 		a.traceJob(EventUnparked, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
 	case *ApplyDefinition:
-		woken := a.core.update(now, m.Definition)
+		woken := a.core.update(a.nowNs, m.Definition)
 		a.traceBudget(EventBudgetUpdated, now)
 		a.wake(ctx, woken, "update", now)
 	case *QueuesChanged, *Reevaluate:
-		a.wake(ctx, a.core.evaluate(now), "update", now)
+		a.wake(ctx, a.core.evaluate(a.nowNs), "update", now)
 	case *budgetWake:
 		if m.gen != a.gen {
 			return // stale timer
 		}
 		due := a.armedAt
-		a.armedAt = 0
+		a.armedAt, a.armedNs = 0, 0
 		a.cancelTimer = nil
 		a.traceTimer(EventTimerFired, due, now)
-		a.wake(ctx, a.core.evaluate(now), "refill", now)
+		a.wake(ctx, a.core.evaluate(a.nowNs), "refill", now)
 	case *budgetBatch:
 		for _, inner := range m.Msgs {
 			a.handle(ctx, inner, now)
@@ -157,8 +162,8 @@ func (a *budgetActor) wake(ctx actor.Context, woken []string, reason string, now
 }
 
 func (a *budgetActor) syncTimer(ctx actor.Context, now uint64) {
-	want := a.core.wakeAt
-	if want == a.armedAt {
+	want := a.core.wakeNs
+	if want == a.armedNs {
 		return
 	}
 	a.disarm(now)
@@ -166,11 +171,11 @@ func (a *budgetActor) syncTimer(ctx actor.Context, now uint64) {
 		return
 	}
 	a.gen++
-	a.armedAt = want
-	// now is truncated to the millisecond: measure the delay from the
-	// clock itself so the timer does not fire up to 1 ms late
-	a.cancelTimer = a.timers.SendOnce(delayUntil(want, a.clock.Now()), ctx.Self(), &budgetWake{gen: a.gen})
-	a.traceTimer(EventTimerArmed, want, now)
+	a.armedAt, a.armedNs = a.core.wakeAt, want
+	// measure the delay from the clock itself, not from the start of this
+	// Receive, so the timer fires at the exact moment
+	a.cancelTimer = a.timers.SendOnce(delayUntilNs(want, a.clock.Now()), ctx.Self(), &budgetWake{gen: a.gen})
+	a.traceTimer(EventTimerArmed, a.armedAt, now)
 }
 
 func (a *budgetActor) disarm(now uint64) {
@@ -180,13 +185,13 @@ func (a *budgetActor) disarm(now uint64) {
 		a.traceTimer(EventTimerCancelled, a.armedAt, now)
 	}
 	a.gen++
-	a.armedAt = 0
+	a.armedAt, a.armedNs = 0, 0
 }
 
 func (a *budgetActor) state(now uint64) *BudgetState {
 	s := &BudgetState{
 		Key:        a.core.key,
-		Tokens:     a.core.tokens(now),
+		Tokens:     a.core.tokens(a.nowNs),
 		InFlight:   a.core.inFlight,
 		Held:       a.core.held,
 		Parked:     a.core.parkedCount(),

@@ -29,12 +29,15 @@ func refLess(a, b JobRef) bool {
 // budgetCore is the pure state machine of one budget: its definition, its
 // token pool, its reservations, its parked jobs in (priority, id) order and
 // the moment its wake timer should fire. It has no clock, no actor and no I/O:
-// every method takes now (Unix ms) and the caller applies what it returns.
+// every method takes now in Unix nanoseconds (SPEC §4.4, precision: a pool
+// settled in whole milliseconds would drop the sub-millisecond remainder at
+// every settle, and a rounded wake moment the rest of an awkward interval)
+// and the caller applies what it returns.
 type budgetCore struct {
 	key string
 	def protocol.Definition
 
-	// time_based pool: level tokens, settled at time at.
+	// time_based pool: level tokens, settled at time at (Unix ns).
 	level float64
 	at    uint64
 
@@ -50,7 +53,10 @@ type budgetCore struct {
 	// parked job of an unconsumed queue holds nobody back.
 	consumed func(queue string) bool
 
-	// wakeAt is when the wake timer should fire (0: no timer wanted).
+	// wakeNs is the exact moment (Unix ns) the wake timer should fire, and
+	// wakeAt the same rounded up to the millisecond, as reported on the
+	// wire (0: no timer wanted).
+	wakeNs uint64
 	wakeAt uint64
 
 	// counters for observation
@@ -84,13 +90,22 @@ func (b *budgetCore) rate() float64 {
 	return float64(b.def.Allocation) / float64(b.def.Strategy.DurationMs)
 }
 
-// settle brings the time_based level up to now.
+// levelAt is the time_based level settled to now (Unix ns), without
+// storing it.
+func (b *budgetCore) levelAt(now uint64) float64 {
+	if now <= b.at {
+		return b.level
+	}
+	return math.Min(float64(b.def.Capacity()), b.level+float64(now-b.at)/nsPerMs*b.rate())
+}
+
+// settle brings the time_based level up to now (Unix ns).
 func (b *budgetCore) settle(now uint64) {
 	if b.def.Strategy.Type != protocol.TimeBased {
 		return
 	}
 	if now > b.at {
-		b.level = math.Min(float64(b.def.Capacity()), b.level+float64(now-b.at)*b.rate())
+		b.level = b.levelAt(now)
 		b.at = now
 	}
 }
@@ -279,7 +294,7 @@ func (b *budgetCore) evaluate(now uint64) []string {
 func (b *budgetCore) evaluateTimer() { b.setTimer(b.free()) }
 
 func (b *budgetCore) setTimer(free float64) {
-	b.wakeAt = 0
+	b.wakeAt, b.wakeNs = 0, 0
 	if b.def.Strategy.Type != protocol.TimeBased {
 		return
 	}
@@ -306,13 +321,21 @@ func (b *budgetCore) setTimer(free float64) {
 			need = capacity - b.level
 		}
 	}
-	b.wakeAt = addMs(b.at, max(1, ceilMs(need/b.rate()-tokenEpsilon)))
+	// The exact moment, in ns, and the same rounded up to the millisecond
+	// (both saturating: a moment beyond what a uint64 of ns counts is
+	// still a definite, if distant, number of ms).
+	delay := max(1, need*nsPerMs/b.rate()-tokenEpsilon*nsPerMs) // ns
+	b.wakeNs = addMs(b.at, max(1, ceilMs(delay)))
+	b.wakeAt = addMs(b.at/nsPerMs, ceilMs((float64(b.at%nsPerMs)+delay)/nsPerMs))
 }
 
-// tokens is the pool level now: time_based settled level minus holds, or
-// while_in_flight allocation minus in-flight and held cost.
+// tokens is the pool level at now (Unix ns): time_based level settled to
+// now minus holds, or while_in_flight allocation minus in-flight and held
+// cost. Reading it changes nothing.
 func (b *budgetCore) tokens(now uint64) float64 {
-	b.settle(now)
+	if b.def.Strategy.Type == protocol.TimeBased {
+		return b.levelAt(now) - float64(b.held)
+	}
 	return b.free()
 }
 

@@ -15,8 +15,8 @@ func grantsWithin(b *budgetCore, endMs uint64) int {
 	for now := uint64(0); now <= endMs; now++ {
 		for {
 			ref := JobRef{ID: fmt.Sprintf("j%07d", n), Queue: "q", Cost: 1}
-			if !b.reserve(now, ref, true).granted {
-				b.unpark(now, ref.ID, ref.Priority)
+			if !b.reserve(atMs(now), ref, true).granted {
+				b.unpark(atMs(now), ref.ID, ref.Priority)
 				break
 			}
 			n++
@@ -30,9 +30,9 @@ func grantsWithin(b *budgetCore, endMs uint64) int {
 // second, then 50 a second; burst 1 paces one every 20 ms (51 in the first
 // second, counting both ends); 6/min gives 6 at once then one per 10 s.
 func TestBurstFiguresInAPIDoc(t *testing.T) {
-	require.Equal(t, 100, grantsWithin(newBudgetCore("a", timeBased(50, 1000, 0), 0, nil), 1000))
-	require.Equal(t, 150, grantsWithin(newBudgetCore("a", timeBased(50, 1000, 0), 0, nil), 2000))
-	require.Equal(t, 51, grantsWithin(newBudgetCore("b", timeBased(50, 1000, 1), 0, nil), 1000))
-	require.Equal(t, 6, grantsWithin(newBudgetCore("c", timeBased(6, 60000, 0), 0, nil), 9999))
-	require.Equal(t, 7, grantsWithin(newBudgetCore("c", timeBased(6, 60000, 0), 0, nil), 10000))
+	require.Equal(t, 100, grantsWithin(newBudgetCore("a", timeBased(50, 1000, 0), atMs(0), nil), 1000))
+	require.Equal(t, 150, grantsWithin(newBudgetCore("a", timeBased(50, 1000, 0), atMs(0), nil), 2000))
+	require.Equal(t, 51, grantsWithin(newBudgetCore("b", timeBased(50, 1000, 1), atMs(0), nil), 1000))
+	require.Equal(t, 6, grantsWithin(newBudgetCore("c", timeBased(6, 60000, 0), atMs(0), nil), 9999))
+	require.Equal(t, 7, grantsWithin(newBudgetCore("c", timeBased(6, 60000, 0), atMs(0), nil), 10000))
 }

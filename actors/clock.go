@@ -43,3 +43,6 @@ func (t *ActorTimers) SendOnce(delay time.Duration, pid *actor.PID, msg any) fun
 
 // millis returns t as Unix milliseconds.
 func millis(t time.Time) uint64 { return uint64(t.UnixMilli()) }
+
+// nanos returns t as Unix nanoseconds (0 before 1970).
+func nanos(t time.Time) uint64 { return uint64(max(0, t.UnixNano())) }

@@ -451,7 +451,7 @@ func (s *sim) spawnBudget(b protocol.Budget) {
 	if old := s.budgets[b.Key]; old != nil {
 		old.stopped = true
 	}
-	sb := &simBudget{key: b.Key, core: newBudgetCore(b.Key, b.Definition(), s.now, s.consumed.has), periodStart: s.seq}
+	sb := &simBudget{key: b.Key, core: newBudgetCore(b.Key, b.Definition(), s.now*nsPerMs, s.consumed.has), periodStart: s.seq}
 	s.budgets[b.Key] = sb
 }
 
@@ -557,7 +557,7 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 	if sb.stopped {
 		return // dead letter
 	}
-	now := s.now
+	now := s.now * nsPerMs // the core keeps time_based pools in ns (SPEC §4.4)
 	c := sb.core
 	switch m := m.(type) {
 	case *ReserveRequest:
@@ -902,12 +902,12 @@ func (s *sim) checkWhileInFlight() {
 	}
 }
 
-// modelPeekFree is budgetCore.free after settling to now, without touching the core.
+// modelPeekFree is budgetCore.free after settling to now (ms), without touching the core.
 func modelPeekFree(c *budgetCore, now uint64) float64 {
 	if c.def.Strategy.Type == protocol.TimeBased {
 		level := c.level
-		if now > c.at {
-			level = math.Min(float64(c.def.Capacity()), level+float64(now-c.at)*c.rate())
+		if nowNs := now * nsPerMs; nowNs > c.at { // the core's settle time is in ns
+			level = math.Min(float64(c.def.Capacity()), level+float64(nowNs-c.at)/nsPerMs*c.rate())
 		}
 		return level - float64(c.held)
 	}

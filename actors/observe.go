@@ -175,7 +175,7 @@ func (a *budgetActor) traceRequested(job JobRef, now uint64) float64 {
 	if !a.tracer.on() {
 		return 0
 	}
-	before := a.core.tokens(now)
+	before := a.core.tokens(a.nowNs)
 	a.tracer.emit(Event{Kind: EventReserveRequested, Actor: a.actorName(), JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, Tokens: tokensPtr(before)})
 	return before
 }
@@ -191,7 +191,7 @@ func (a *budgetActor) traceReserved(job JobRef, granted bool, before float64, no
 	if granted {
 		kind = EventReserveGranted
 	}
-	after := tokensPtr(a.core.tokens(now))
+	after := tokensPtr(a.core.tokens(a.nowNs))
 	name := a.actorName()
 	a.tracer.emit(Event{Kind: kind, Actor: name, JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, TokensBefore: tokensPtr(before), Tokens: after})
 	if !granted {
@@ -212,7 +212,7 @@ func (a *budgetActor) traceJob(kind EventKind, jobID string, now uint64) {
 	if kind != EventCommit {
 		a.forget(jobID)
 	}
-	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), JobID: jobID, Queue: r.Queue, Budget: a.core.key, Cost: r.Cost, Tokens: tokensPtr(a.core.tokens(now))})
+	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), JobID: jobID, Queue: r.Queue, Budget: a.core.key, Cost: r.Cost, Tokens: tokensPtr(a.core.tokens(a.nowNs))})
 }
 
 // traceWoken emits one woken event per job handed back to the queue.
@@ -225,7 +225,7 @@ func (a *budgetActor) traceWoken(ids []string, reason string, now uint64) {
 		}
 		return
 	}
-	tokens := tokensPtr(a.core.tokens(now))
+	tokens := tokensPtr(a.core.tokens(a.nowNs))
 	name := a.actorName()
 	for _, id := range ids {
 		r := a.recall(id)
@@ -248,7 +248,7 @@ func (a *budgetActor) traceTimer(kind EventKind, due, now uint64) {
 	}
 	h := a.obs.armedFor
 	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), JobID: h.ID, Queue: h.Queue, Budget: a.core.key, Cost: h.Cost, DueAt: due,
-		Tokens: tokensPtr(a.core.tokens(now))})
+		Tokens: tokensPtr(a.core.tokens(a.nowNs))})
 }
 
 // traceBudget emits budget_created or budget_updated with the pool level.
@@ -256,7 +256,7 @@ func (a *budgetActor) traceBudget(kind EventKind, now uint64) {
 	if !a.tracer.on() {
 		return
 	}
-	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), Budget: a.core.key, Tokens: tokensPtr(a.core.tokens(now))})
+	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), Budget: a.core.key, Tokens: tokensPtr(a.core.tokens(a.nowNs))})
 }
 
 // budgetDeleted emits budget_deleted from the queue actor.
@@ -316,7 +316,7 @@ func (a *budgetActor) waiting(jobID string, priority uint16, now uint64) *JobWai
 	if !ok {
 		return &JobWaitingResponse{}
 	}
-	free := a.core.tokens(now)
+	free := a.core.tokens(a.nowNs)
 	need := float64(ref.Cost)
 	pos := 1
 	a.core.parked.AscendLessThan(ref, func(r JobRef) bool {

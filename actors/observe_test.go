@@ -255,7 +255,7 @@ func TestObserveFilterMatch(t *testing.T) {
 func obsHooksActor() (*budgetActor, *queueCore, *entry, *stream, []string) {
 	tr := NewTracer()
 	def := protocol.Definition{Allocation: 10, Strategy: protocol.Strategy{Type: protocol.TimeBased, DurationMs: 1000}}
-	a := &budgetActor{core: newBudgetCore("k", def, 1000, nil), tracer: tr}
+	a := &budgetActor{core: newBudgetCore("k", def, atMs(1000), nil), tracer: tr}
 	e := newQueueCore(EngineConfig{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), newConsumedSet(), tr)
 	job := &protocol.Job{ID: "j", Queue: "q"}
 	en := &entry{job: job}
@@ -314,7 +314,7 @@ func BenchmarkObserveBudgetCycle(b *testing.B) {
 		b.Run(fmt.Sprintf("subscribed=%v", on), func(b *testing.B) {
 			tr := NewTracer()
 			def := protocol.Definition{Allocation: 10, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
-			a := &budgetActor{core: newBudgetCore("k", def, 1000, nil), tracer: tr}
+			a := &budgetActor{core: newBudgetCore("k", def, atMs(1000), nil), tracer: tr}
 			if on {
 				sub := tr.Subscribe(1 << 12)
 				done := make(chan struct{})

@@ -54,7 +54,7 @@ var inFlightOne = protocol.Definition{Allocation: 1, Strategy: protocol.Strategy
 // newInFlightBudget is a budget actor of key "b", allocation 1, made for
 // the engine of the given epoch.
 func newInFlightBudget(epoch uint64) *budgetActor {
-	return &budgetActor{core: newBudgetCore("b", inFlightOne, 0, nil), tracer: NewTracer(), epoch: epoch}
+	return &budgetActor{core: newBudgetCore("b", inFlightOne, atMs(0), nil), tracer: NewTracer(), epoch: epoch}
 }
 
 // deliver hands msgs to the budget actor a and returns its answers to the

@@ -18,6 +18,12 @@ import (
 // neverMs is the latest moment a sum of Unix milliseconds saturates to.
 const neverMs = math.MaxUint64
 
+// nsPerMs converts between the milliseconds of the wire and the
+// nanoseconds a time_based pool is kept in (SPEC §4.4, precision). addMs
+// and ceilMs saturate the same way whatever the unit: the budget core uses
+// them for nanoseconds too.
+const nsPerMs = 1_000_000
+
 // addMs returns t+d in milliseconds, or neverMs when the sum does not fit.
 func addMs(t, d uint64) uint64 {
 	if d > neverMs-t {
@@ -52,4 +58,17 @@ func delayUntil(due uint64, now time.Time) time.Duration {
 	}
 	d := time.Duration(due)*time.Millisecond - time.Duration(nowNs)
 	return max(0, d)
+}
+
+// delayUntilNs is how long from now until the moment due (Unix ns): 0 when
+// it has passed, at most the largest time.Duration.
+func delayUntilNs(due uint64, now time.Time) time.Duration {
+	nowNs := nanos(now)
+	switch {
+	case due <= nowNs:
+		return 0
+	case due-nowNs > math.MaxInt64:
+		return math.MaxInt64
+	}
+	return time.Duration(due - nowNs)
 }

@@ -36,6 +36,9 @@ func TestTimeSumsSaturate(t *testing.T) {
 		{"delay sub-millisecond now", delayUntil(1_800_000_000_001, now.Add(300*time.Microsecond)), 700 * time.Microsecond},
 		{"delay at int64 ms", delayUntil(math.MaxInt64, now), time.Duration(math.MaxInt64)},
 		{"delay at uint64 max", delayUntil(math.MaxUint64, now), time.Duration(math.MaxInt64)},
+		{"ns delay in the past", delayUntilNs(1_799_999_999_000_000_000, now), time.Duration(0)},
+		{"ns delay ahead, sub-ms", delayUntilNs(1_800_000_000_142_857_143, now), 142_857_143 * time.Nanosecond},
+		{"ns delay at uint64 max", delayUntilNs(math.MaxUint64, now), time.Duration(math.MaxInt64)},
 		{"delay just below the Duration range", delayUntil(maxDelayMs-1, time.UnixMilli(0)), time.Duration(maxDelayMs-1) * time.Millisecond},
 	}
 	for _, tt := range tests {
@@ -58,9 +61,9 @@ func TestWakeMomentAtMaximumDuration(t *testing.T) {
 		{"allocation 1e6", timeBased(protocol.MaxAllocation, math.MaxInt64, 0), now + uint64(math.Ceil(float64(math.MaxInt64)/protocol.MaxAllocation))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newBudgetCore("k", tt.def, now, nil)
+			b := newBudgetCore("k", tt.def, atMs(now), nil)
 			b.level = 0 // every token spent (white box: spending a million is slow)
-			require.False(t, b.reserve(now, ref("parked", 2, 1), true).granted)
+			require.False(t, b.reserve(atMs(now), ref("parked", 2, 1), true).granted)
 			// The float rate rounds 2^63-1 to 2^63: one millisecond either way.
 			require.GreaterOrEqual(t, b.wakeAt, tt.want-1)
 			require.LessOrEqual(t, b.wakeAt, addMs(tt.want, 1))

@@ -77,6 +77,16 @@ type BudgetReport struct {
 	// for time_based; allocation/(cost*sleep) for while_in_flight when the
 	// workers sleep. Compare with the observed dispatch and ack rates.
 	IdealRate float64 `json:"ideal_rate_jobs_s,omitempty"`
+	// AchievedRate is the long-run rate the budget let through, in tokens
+	// per second (jobs/s at cost 1), time_based only: the cost dispatched
+	// after the first full pool, over the time from the first dispatch to
+	// the last (by dequeued_at when the server's clock is usable, else by
+	// delivery). It measures the budget only while jobs wait on it all
+	// along (the rate scenario enqueues faster than the budget admits).
+	// AchievedRateError is its relative error against
+	// allocation/duration: negative when slower.
+	AchievedRate      float64 `json:"achieved_rate,omitempty"`
+	AchievedRateError float64 `json:"achieved_rate_error,omitempty"`
 	// Listed is how many of this run's budgets GET /budgets lists
 	// (many-budgets, where create_with makes them); -1 when unknown.
 	Listed int `json:"listed,omitempty"`
@@ -87,8 +97,9 @@ type BudgetReport struct {
 const jitterSlack = 5 * time.Millisecond
 
 // earlyTolerance is how far ahead of the ideal schedule a dispatch may be
-// seen before it counts as early: the server keeps pool times in whole
-// milliseconds (SPEC §4.4) and dequeued_at is truncated to one.
+// seen before it counts as early: dequeued_at is truncated to the
+// millisecond (the server keeps its pools in ns, SPEC §4.4) and is stamped
+// a little after the debit it dates.
 const earlyTolerance = 2 * time.Millisecond
 
 // report summarises one meter.
@@ -120,6 +131,15 @@ func (b *budgetMeter) report() BudgetReport {
 		r.WindowSlack = int64(math.Ceil(rate*float64(time.Millisecond))) + 1
 	} else {
 		r.WindowSlack = int64(math.Ceil(rate*float64(jitterSlack))) + 1
+	}
+	recs, when := a.byDelivery, func(d dispatchRec) time.Duration { return d.at }
+	if a.serverClock {
+		recs, when = a.byServer, func(d dispatchRec) time.Duration { return d.server }
+	}
+	if achieved, ok := achievedRate(recs, when, b.spec.capacity()); ok {
+		configured := float64(b.spec.Allocation) / b.spec.Duration.Seconds()
+		r.AchievedRate = achieved
+		r.AchievedRateError = (achieved - configured) / configured
 	}
 	devs := slices.Clone(a.devs)
 	slices.Sort(devs)
@@ -233,6 +253,26 @@ func (b *budgetMeter) writeDispatchLog(w io.Writer) error {
 			d.arrived.Microseconds(), d.server.Microseconds(), d.cost, devs[i].Microseconds())
 	}
 	return bw.Flush()
+}
+
+// achievedRate is the long-run rate of dispatches recs (sorted by
+// when(d)), in tokens per second, for a pool full at the first: the cost
+// beyond that full pool over the time from the first dispatch to the last.
+// false when there is no such cost or no such time.
+func achievedRate(recs []dispatchRec, when func(dispatchRec) time.Duration, capacity int) (float64, bool) {
+	if len(recs) < 2 {
+		return 0, false
+	}
+	var cost int64
+	for _, d := range recs {
+		cost += int64(d.cost)
+	}
+	span := when(recs[len(recs)-1]) - when(recs[0])
+	dripped := cost - int64(capacity)
+	if span <= 0 || dripped <= 0 {
+		return 0, false
+	}
+	return float64(dripped) / span.Seconds(), true
 }
 
 // windowMax returns the largest total cost of the dispatches (sorted by

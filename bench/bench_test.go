@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -175,6 +176,39 @@ func TestWindowMax(t *testing.T) {
 	if got := windowMax(recs, func(d dispatchRec) time.Duration { return d.at }, time.Second); got != 4 {
 		// [1ms, 1001ms) holds 1ms, 999ms, 1000ms; [999ms,1999ms) holds 1+1+2.
 		t.Errorf("windowMax = %d, want 4", got)
+	}
+}
+
+// TestAchievedRate: 200 dispatches at burst 1 paced 50 ms apart are 20/s
+// (the 9.95 s, not 10 s, for 200 jobs); a burst of 20 at the start
+// does not count as rate; one dispatch or a burst alone gives no figure.
+func TestAchievedRate(t *testing.T) {
+	at := func(d dispatchRec) time.Duration { return d.at }
+	paced := func(first, n int, gap time.Duration) []dispatchRec {
+		var recs []dispatchRec
+		for i := range n {
+			recs = append(recs, dispatchRec{at: time.Duration(max(0, i-first+1)) * gap, cost: 1})
+		}
+		return recs
+	}
+	cases := []struct {
+		name     string
+		recs     []dispatchRec
+		capacity int
+		want     float64
+		ok       bool
+	}{
+		{"burst 1, 50 ms apart", paced(1, 200, 50*time.Millisecond), 1, 20, true},
+		{"burst 1, 50.25 ms apart", paced(1, 200, 50250*time.Microsecond), 1, 1 / 0.05025, true},
+		{"burst 20 then 20/s", paced(20, 220, 50*time.Millisecond), 20, 20, true},
+		{"one dispatch", paced(1, 1, 50*time.Millisecond), 1, 0, false},
+		{"a burst alone", paced(5, 5, 50*time.Millisecond), 5, 0, false},
+	}
+	for _, c := range cases {
+		got, ok := achievedRate(c.recs, at, c.capacity)
+		if ok != c.ok || math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: achievedRate = %v, %v; want %v, %v", c.name, got, ok, c.want, c.ok)
+		}
 	}
 }
 

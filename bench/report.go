@@ -258,6 +258,8 @@ func (r *Report) writeText(w io.Writer) {
 		if b.Strategy == strategyTimeBased {
 			line(k+".window", "max_in_window=%d max_in_window_server=%d bound=%d (burst+allocation) slack=%d ideal_rate=%.1f/s",
 				b.MaxInWindow, b.MaxInWindowServer, b.WindowBound, b.WindowSlack, b.IdealRate)
+			line(k+".rate", "achieved_rate=%.3f/s configured=%.3f/s error=%+.3f%%",
+				b.AchievedRate, b.IdealRate, 100*b.AchievedRateError)
 			line(k+".deviation_ms", "p50=%.3f p99=%.3f min=%.3f max=%.3f early=%d",
 				b.DeviationP50Ms, b.DeviationP99Ms, b.DeviationMinMs, b.DeviationMaxMs, b.Early)
 			line(k+".server_dev_ms", "p50=%.3f p99=%.3f min=%.3f early=%d server_clock=%t",
