@@ -143,11 +143,13 @@ func (e *queueCore) startBatch(j *protocol.Job, batch *persistence.Batch, u *fol
 }
 
 // seal ends en's batch, if it is pending, and removes its link in batch,
-// the transaction of the change that takes the job out of ready.
-func (e *queueCore) seal(en *entry, batch *persistence.Batch, reason string) {
+// the transaction of the change that takes the job out of ready. u notes
+// the link, for a refusal (restore puts it back).
+func (e *queueCore) seal(en *entry, batch *persistence.Batch, reason string, u *undoLog) {
 	if !e.isPending(en) {
 		return
 	}
+	u.links = append(u.links, priorLink{key: en.job.Batch.Key, id: en.job.ID})
 	delete(e.pending, en.job.Batch.Key)
 	batch.DeleteBatchLink(en.job.Batch.Key)
 	e.observeSealed(en.job, reason)

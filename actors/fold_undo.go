@@ -56,7 +56,7 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 			continue
 		}
 		delete(e.pending, l.key)
-		if prev := e.jobs[l.id]; prev != nil && prev.job.Status == protocol.StatusReady && prev.job.DequeuedAt == 0 && prev.grp == nil {
+		if prev := e.jobs[l.id]; prev != nil && canBePending(prev) {
 			e.pending[l.key] = l.id
 		}
 	}
@@ -89,4 +89,25 @@ func (u *foldUndo) noteCounted(j *protocol.Job, fold bool) {
 	} else {
 		u.sealed = append(u.sealed, j.Queue)
 	}
+}
+
+// restoreLinks makes each job whose pending link a refused request removed
+// its key's pending job again (the store still links it), unless another
+// job became the key's pending job since or the job cannot be pending any
+// more.
+func (e *queueCore) restoreLinks(links []priorLink) {
+	for _, l := range links {
+		if _, taken := e.pending[l.key]; taken {
+			continue
+		}
+		if en := e.jobs[l.id]; en != nil && canBePending(en) {
+			e.pending[l.key] = l.id
+		}
+	}
+}
+
+// canBePending reports whether en's job may be its key's pending job: a
+// ready job never dispatched and stored alone (SPEC §8.2.7).
+func canBePending(en *entry) bool {
+	return en.job.Status == protocol.StatusReady && en.job.DequeuedAt == 0 && en.grp == nil
 }

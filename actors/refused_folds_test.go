@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"strconv"
+	"time"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,25 @@ func TestRefusedFoldLeavesPendingJob(t *testing.T) {
 	v := enqueueBatched(t, e, 5, false)
 	require.Equal(t, a.ID, v.ID, "still the pending job")
 	require.JSONEq(t, `{"items":[1,2,5]}`, storedPayload(t, e, a.ID))
+}
+
+// TestRefusedSealLeavesPendingJob: a delete or a patch to a future ready_at
+// of the pending job seals its batch; when the store refuses it, the job
+// comes back as its key's pending job and the next enqueue folds into it.
+func TestRefusedSealLeavesPendingJob(t *testing.T) {
+	e, store := startFailing(t, EngineConfig{})
+	ctx := context.Background()
+	a := enqueueBatched(t, e, 1, false)
+
+	store.FailNext(1, errNoSpace)
+	wantStorageUnavailable(t, "refused delete", e.DeleteJob(ctx, a.ID))
+	require.Equal(t, a.ID, enqueueBatched(t, e, 2, false).ID, "folds into the job whose delete was refused")
+
+	patch, err := protocol.DecodeJobPatch(protocol.JSON, []byte(`{"ready_at":`+strconv.FormatUint(uint64(time.Now().Add(time.Hour).UnixMilli()), 10)+`}`))
+	require.NoError(t, err)
+	store.FailNext(1, errNoSpace)
+	_, err = e.PatchJob(ctx, a.ID, patch)
+	wantStorageUnavailable(t, "refused patch", err)
+	require.Equal(t, a.ID, enqueueBatched(t, e, 3, false).ID, "folds into the job whose patch was refused")
+	require.JSONEq(t, `{"items":[1,2,3]}`, storedPayload(t, e, a.ID))
 }
