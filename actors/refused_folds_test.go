@@ -3,8 +3,8 @@ package actors
 import (
 	"context"
 	"strconv"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
