@@ -127,11 +127,15 @@ func (e *queueCore) isPending(en *entry) bool {
 
 // startBatch makes a job just created its key's pending job; a previous
 // pending job of the key seals (its link is overwritten in the same batch).
-func (e *queueCore) startBatch(j *protocol.Job, batch *persistence.Batch) {
+// u notes the previous link, for a refusal.
+func (e *queueCore) startBatch(j *protocol.Job, batch *persistence.Batch, u *foldUndo) {
 	key := j.Batch.Key
-	if old := e.pending[key]; old != "" {
+	old := e.pending[key]
+	u.noteLink(key, old)
+	if old != "" {
 		if en := e.jobs[old]; en != nil {
 			e.observeSealed(en.job, "when_false")
+			u.noteCounted(en.job, false)
 		}
 	}
 	e.pending[key] = j.ID
@@ -139,11 +143,13 @@ func (e *queueCore) startBatch(j *protocol.Job, batch *persistence.Batch) {
 }
 
 // seal ends en's batch, if it is pending, and removes its link in batch,
-// the transaction of the change that takes the job out of ready.
-func (e *queueCore) seal(en *entry, batch *persistence.Batch, reason string) {
+// the transaction of the change that takes the job out of ready. u notes
+// the link, for a refusal (restore puts it back).
+func (e *queueCore) seal(en *entry, batch *persistence.Batch, reason string, u *undoLog) {
 	if !e.isPending(en) {
 		return
 	}
+	u.links = append(u.links, priorLink{key: en.job.Batch.Key, id: en.job.ID})
 	delete(e.pending, en.job.Batch.Key)
 	batch.DeleteBatchLink(en.job.Batch.Key)
 	e.observeSealed(en.job, reason)
@@ -163,10 +169,11 @@ func (e *queueCore) sealOnDispatch(en *entry) {
 // applyFolds applies a checked plan's folds after the request's new jobs
 // are created (ids by request index): each pending job that existed before
 // takes its merged payload once, and each folding job's view is its
-// pending job's, folded:true.
-func (e *queueCore) applyFolds(now uint64, plan *foldPlan, ids []string, views []*protocol.JobView, batch *persistence.Batch) {
+// pending job's, folded:true. u notes what it changes, for a refusal.
+func (e *queueCore) applyFolds(now uint64, plan *foldPlan, ids []string, views []*protocol.JobView, batch *persistence.Batch, u *foldUndo) {
 	for id, payload := range plan.Payloads {
 		if en := e.jobs[id]; en != nil {
+			u.notePayload(en)
 			e.applyFold(en, payload, batch)
 		}
 	}
@@ -181,6 +188,7 @@ func (e *queueCore) applyFolds(now uint64, plan *foldPlan, ids []string, views [
 		j := e.jobs[id].job
 		views[i] = j.EnqueueView(now, false, true)
 		e.counters(j.Queue).folded++
+		u.noteCounted(j, true)
 		e.tracer.job(EventFolded, j, 0)
 	}
 }

@@ -36,9 +36,16 @@ func validateCronEntry(now time.Time, name string, r *protocol.CronEntryRequest)
 		d.Timezone = *r.Timezone
 	}
 	tmpl, nj, err := protocol.ValidateTemplate(r.Job)
+	var pe *protocol.Error
+	late := err != nil && errors.As(err, &pe) && pe.Code == protocol.CodeUnprocessable
+	if err == nil || late {
+		// the batch checks come before every budget check (SPEC §8.1.5)
+		if berr := protocol.CheckTemplateBatch(r.Job); berr != nil {
+			return d, berr
+		}
+	}
 	if err != nil {
-		var pe *protocol.Error
-		if errors.As(err, &pe) && pe.Code == protocol.CodeUnprocessable {
+		if late {
 			d.Late = err
 			return d, nil
 		}

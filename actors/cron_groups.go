@@ -531,6 +531,12 @@ func (e *queueCore) onCronDue(now uint64, slots []CronSlot) {
 			e.tracer.cron(EventCronSkipped, s, "", es.rec.Job.Queue, "paused")
 			continue
 		}
+		if es.rec.Job.Batch != nil {
+			// folds: planned off the actor, then enqueued with its
+			// times (cron_fold.go); the entry stays due meanwhile
+			e.out.foldCron(s, es.rec.Job.NewJob())
+			continue
+		}
 		firing = append(firing, cronFiring{g, es, s})
 	}
 	if paused != nil {
@@ -627,14 +633,21 @@ func (e *queueCore) fireCron(now uint64, g *cronGroupState, es *cronEntryState, 
 		written = true
 	}, reply)
 	if refused != nil {
-		stats.Skipped.Add(1)
-		log.Error("cron firing skipped: the enqueue failed", "group", s.Group, "entry", s.Entry, "err", refused)
-		e.advanceCron(now, g, es)
-		batch := persistence.NewBatch(e.cfg.EnqueueSync)
-		batch.PutCronTimes(g.rec.Name, es.rec.Name, es.rec.NextEnqueueAt, es.rec.LastEnqueueAt)
-		e.persistCronTicks(batch)
-		tracer.cron(EventCronSkipped, s, "", queue, refused.Error())
+		e.skipCronTick(now, g, es, s, refused)
 	}
+}
+
+// skipCronTick skips a firing whose enqueue failed (SPEC §8.1.7): the
+// error is logged with the group and entry, next_enqueue_at advances alone
+// and last_enqueue_at stays.
+func (e *queueCore) skipCronTick(now uint64, g *cronGroupState, es *cronEntryState, s CronSlot, err error) {
+	e.cron.stats.Skipped.Add(1)
+	e.log.Error("cron firing skipped: the enqueue failed", "group", s.Group, "entry", s.Entry, "err", err)
+	e.advanceCron(now, g, es)
+	batch := persistence.NewBatch(e.cfg.EnqueueSync)
+	batch.PutCronTimes(g.rec.Name, es.rec.Name, es.rec.NextEnqueueAt, es.rec.LastEnqueueAt)
+	e.persistCronTicks(batch)
+	e.tracer.cron(EventCronSkipped, s, "", es.rec.Job.Queue, err.Error())
 }
 
 // persistCronTicks stores entries whose next_enqueue_at advanced alone.

@@ -17,6 +17,7 @@ type recordingOutbox struct {
 	scheduled map[string]uint64
 	toBudgets []budgetMsg
 	cron      *cronSchedule
+	cronFolds []cronFoldCall
 }
 
 func (o *recordingOutbox) persist(b *persistence.Batch, done func(error)) {
@@ -43,6 +44,15 @@ func (o *recordingOutbox) clearSchedule()          {}
 func (o *recordingOutbox) queuesChanged()          {}
 func (o *recordingOutbox) scheduleCron(s CronSlot) { o.crons().put(s.Group, s.Entry, s.Slot) }
 func (o *recordingOutbox) clearCrons()             { o.crons().clear() }
+func (o *recordingOutbox) foldCron(s CronSlot, job *protocol.NewJob) {
+	o.cronFolds = append(o.cronFolds, cronFoldCall{s, job})
+}
+
+// cronFoldCall is a batched firing handed to the outbox for planning.
+type cronFoldCall struct {
+	slot CronSlot
+	job  *protocol.NewJob
+}
 
 // crons is the recorded cron schedule (made on first use: some tests build
 // the outbox by hand).

@@ -86,6 +86,10 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 	}
 	batch := persistence.NewBatch(e.cfg.EnqueueSync)
 	e.createBudgets(created, createdOrder, batch)
+	var undoFolds *foldUndo // what the request changes of pending jobs (fold_undo.go)
+	if acts != nil {
+		undoFolds = &foldUndo{}
+	}
 	ids := make([]string, len(m.Jobs))
 	viewArray := make([]protocol.JobView, len(m.Jobs)) // one allocation for the new jobs' views
 	stored := make([]*entry, 0, len(m.Jobs))
@@ -112,7 +116,7 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		e.bind(&job)
 		e.claimUnique(&job)
 		if acts != nil && acts[i].Kind == foldStart {
-			e.startBatch(&job, batch)
+			e.startBatch(&job, batch, undoFolds)
 		}
 		ids[i] = job.ID
 		stored = append(stored, en)
@@ -130,13 +134,14 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
 	}
 	if acts != nil {
-		e.applyFolds(now, m.Plan, ids, views, batch)
+		e.applyFolds(now, m.Plan, ids, views, batch, undoFolds)
 	}
 	e.storeNewJobs(stored, batch)
 	if with != nil {
 		with(batch)
 	}
 	e.persistOrUndo(batch, reply, &EnqueueJobsResponse{Jobs: views}, func(now uint64) {
+		e.undoFolds(undoFolds, stored)
 		e.undoEnqueue(now, stored, createdOrder)
 	})
 	e.pump(now)

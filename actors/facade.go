@@ -97,6 +97,7 @@ func Start(cfg Config) (*Engine, error) {
 		consumed:  newConsumedSet(),
 		root:      system.Root,
 		cronStats: &CronStats{},
+		folds:     newFolder(),
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return qa },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(3, time.Minute, actor.DefaultDecider)))
@@ -106,7 +107,7 @@ func Start(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("actors.Start: spawn queue: %w", err)
 	}
 	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer, cronStats: qa.cronStats,
-		folds: newFolder()}
+		folds: qa.folds}
 	res, err := e.call(context.Background(), &startupStatsRequest{})
 	if err != nil {
 		e.Stop()

@@ -176,7 +176,7 @@ func (e *queueCore) removeJob(now uint64, id string, batch *persistence.Batch, u
 		// the record is deleted while memory still has its payload
 		// (deleteRecord tells a payload stored apart by its absence)
 		u.noteJob(en)
-		e.seal(en, batch, "deleted")
+		e.seal(en, batch, "deleted", u)
 		deleteRecord(en.job, en.grp, en.override, batch)
 		e.forgetJob(now, en)
 		return true

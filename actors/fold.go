@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
 )
 
@@ -196,7 +197,16 @@ func (f *folder) enqueue(ctx context.Context, e *Engine, jobs []*protocol.NewJob
 	if err != nil {
 		return nil, err
 	}
-	now := e.now()
+	send := func(ctx context.Context, m *EnqueueJobs) (any, error) { return e.call(ctx, m) }
+	return f.plan(ctx, send, e.store, jobs, values, bulk, e.now())
+}
+
+// plan plans a checked batched enqueue at now and sends it with send until
+// the queue actor applies it (planning again while it answers foldStale).
+// The facade sends the plain request; a cron firing sends it with its
+// entry's times (cron_fold.go).
+func (f *folder) plan(ctx context.Context, send func(context.Context, *EnqueueJobs) (any, error), store persistence.JobStore,
+	jobs []*protocol.NewJob, values []any, bulk bool, now uint64) ([]*protocol.JobView, error) {
 	keys := planBatchKeys(jobs, now)
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
@@ -219,7 +229,7 @@ func (f *folder) enqueue(ctx context.Context, e *Engine, jobs []*protocol.NewJob
 		if err != nil {
 			return nil, err
 		}
-		res, err := e.call(ctx, &EnqueueJobs{Jobs: planned, Bulk: bulk, Plan: plan})
+		res, err := send(ctx, &EnqueueJobs{Jobs: planned, Bulk: bulk, Plan: plan})
 		if err != nil {
 			f.cache.drop(keys)
 			return nil, err
@@ -229,7 +239,7 @@ func (f *folder) enqueue(ctx context.Context, e *Engine, jobs []*protocol.NewJob
 			f.remember(final, r.Jobs)
 			return r.Jobs, nil
 		case *foldStale:
-			if state, err = f.fromStale(e, r, keys); err != nil {
+			if state, err = fromStale(store, r, keys); err != nil {
 				f.cache.drop(keys)
 				return nil, err
 			}
@@ -258,7 +268,7 @@ func (f *folder) remember(final map[string]*simPending, views []*protocol.JobVie
 
 // fromStale turns the queue actor's account of the pending jobs into plan
 // state, reading payloads stored apart from the store.
-func (f *folder) fromStale(e *Engine, r *foldStale, keys []string) (map[string]simPending, error) {
+func fromStale(store persistence.JobStore, r *foldStale, keys []string) (map[string]simPending, error) {
 	state := make(map[string]simPending, len(keys))
 	for _, k := range keys {
 		pj, ok := r.Pending[k]
@@ -267,7 +277,7 @@ func (f *folder) fromStale(e *Engine, r *foldStale, keys []string) (map[string]s
 		}
 		payload := pj.Payload
 		if payload == nil {
-			got, err := e.store.LoadPayloads([]protocol.Job{{ID: pj.ID}})
+			got, err := store.LoadPayloads([]protocol.Job{{ID: pj.ID}})
 			if err != nil {
 				return nil, fmt.Errorf("actors: enqueue: read the payload of pending job %s: %w", pj.ID, err)
 			}

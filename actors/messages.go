@@ -143,6 +143,10 @@ type EnqueueJobs struct {
 	// Plan is the facade's fold plan (batch_core.go), set when any job is
 	// batched and ready; without it such a request is answered foldStale.
 	Plan *foldPlan
+	// Cron, set for a cron firing planned off the actor (cron_fold.go),
+	// is the slot that fires: its entry's new times are written in the
+	// enqueue's transaction.
+	Cron *CronSlot
 }
 
 // EnqueueJobsResponse lists the enqueued jobs in request order.

@@ -463,11 +463,12 @@ func (s *sim) stopBudget(key string) {
 	}
 }
 
-func (s *sim) schedule(id string, readyAt uint64) { s.sched[id] = readyAt }
-func (s *sim) unschedule(id string)               { delete(s.sched, id) }
-func (s *sim) clearSchedule()                     { s.sched = make(map[string]uint64) }
-func (s *sim) scheduleCron(CronSlot)              {}
-func (s *sim) clearCrons()                        {}
+func (s *sim) schedule(id string, readyAt uint64)  { s.sched[id] = readyAt }
+func (s *sim) unschedule(id string)                { delete(s.sched, id) }
+func (s *sim) clearSchedule()                      { s.sched = make(map[string]uint64) }
+func (s *sim) scheduleCron(CronSlot)               {}
+func (s *sim) clearCrons()                         {}
+func (s *sim) foldCron(CronSlot, *protocol.NewJob) {}
 
 func (s *sim) queuesChanged() {
 	for _, key := range s.budgetKeys() {

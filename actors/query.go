@@ -328,7 +328,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 		u.noteJob(en)
 		e.patchEntry(now, en, m.Patch)
 		if en.state == stScheduled {
-			e.seal(en, batch, "scheduled")
+			e.seal(en, batch, "scheduled", u)
 		}
 		e.putRecord(en, batch)
 		n++

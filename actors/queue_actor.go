@@ -39,6 +39,7 @@ type queueActor struct {
 	crons     *actor.PID // the cron actor
 	cronSlots []CronSlot // for the cron actor, sent at the end of Receive
 	cronStats *CronStats
+	folds     *folder // the facade's fold coordinator, for batched cron firings
 	// budgets links each budget key to its actor; toBudgets lists the
 	// links with messages pending, flushed at the end of each Receive
 	// (batching.go).
@@ -91,7 +92,13 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 		}
 		ctx.Respond(&a.stats)
 	case *EnqueueJobs:
+		if m.Cron != nil {
+			a.eng.fireCronPlanned(now, m, a.replier(ctx))
+			return
+		}
 		a.eng.enqueue(now, m, a.replier(ctx))
+	case *cronFoldFailed:
+		a.eng.onCronFoldFailed(now, m)
 	case *AckJobs:
 		a.eng.ack(now, m.IDs, a.replier(ctx))
 	case *FailJob:

@@ -59,6 +59,10 @@ type outbox interface {
 	clearSchedule()
 	queuesChanged()
 	scheduleCron(s CronSlot)
+	// foldCron plans the firing of a batched template off the actor; the
+	// planned enqueue comes back as an EnqueueJobs with Cron set, a
+	// failure as a cronFoldFailed (cron_fold.go).
+	foldCron(s CronSlot, job *protocol.NewJob)
 	clearCrons()
 }
 

@@ -122,6 +122,7 @@ func (e *queueCore) forgetJob(now uint64, en *entry) {
 type undoLog struct {
 	jobs      []priorJob
 	terminals []terminalJob
+	links     []priorLink // pending links the request removed (batch_core.go)
 }
 
 // priorJob is an unfinished job as memory had it before the request: a
@@ -192,6 +193,7 @@ func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
 		}
 		e.syncSched(en)
 	}
+	e.restoreLinks(u.links)
 	for _, t := range u.terminals {
 		if _, ok := e.terminal[t.id]; ok || e.jobs[t.id] != nil {
 			continue

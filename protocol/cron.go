@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -222,4 +223,23 @@ func SetPaused(paused *bool, pausedAt, resumedAt *uint64, want bool, now uint64)
 	} else {
 		*resumedAt = now
 	}
+}
+
+// CheckTemplateBatch runs SPEC §8.2.2's batch checks (compile, dry run on
+// the template's own payload) on a cron template whose other checks
+// passed or failed only with a 422: for a template they are 400s, checked
+// before any budget (SPEC §8.1.5). The key was checked with the template.
+func CheckTemplateBatch(r *EnqueueRequest) error {
+	if r.Batch == nil || r.Batch.Key == nil || *r.Batch.Key == "" {
+		return nil
+	}
+	b := &Batch{Key: *r.Batch.Key, When: *r.Batch.When, Fold: *r.Batch.Fold}
+	if _, err := CheckBatch(b, r.Payload); err != nil {
+		var pe *Error
+		if errors.As(err, &pe) {
+			return Invalid("%s", pe.Message)
+		}
+		return err
+	}
+	return nil
 }
