@@ -285,9 +285,12 @@ func (a *budgetActor) position(jobID string, priority uint16) int {
 	return n
 }
 
-// affordableAt is when free tokens (settled at now) grow to need: now when
-// they already cover it, 0 for while_in_flight budgets (whose tokens come
-// back with acks, not with time).
+// affordableAt is when free tokens (settled at the actor's clock, a.nowNs)
+// grow to need, rounded up to the millisecond: now when they already cover
+// it, 0 for while_in_flight budgets (whose tokens come back with acks, not
+// with time). The moment is counted from the same nanosecond clock the
+// tokens were settled at, as the wake timer's is (budgetCore.setTimer), so every
+// read names the same millisecond however far into one it is taken.
 func (a *budgetActor) affordableAt(need, free float64, now uint64) uint64 {
 	if a.core.def.Strategy.Type != protocol.TimeBased {
 		return 0
@@ -295,7 +298,8 @@ func (a *budgetActor) affordableAt(need, free float64, now uint64) uint64 {
 	if free+tokenEpsilon >= need {
 		return now
 	}
-	return addMs(now, ceilMs((need-free)/a.core.rate()-tokenEpsilon))
+	delay := (need-free)*nsPerMs/a.core.rate() - tokenEpsilon*nsPerMs // ns
+	return addMs(a.nowNs/nsPerMs, ceilMs((float64(a.nowNs%nsPerMs)+delay)/nsPerMs))
 }
 
 // observeState adds to a state snapshot what only observation needs.
