@@ -8,7 +8,7 @@ import (
 
 // ParseByteSize parses a command-line size (SPEC §1.4's
 // --stream-buffer-limit): a whole number of bytes, or a number (fractions
-// allowed) with KiB or MiB.
+// allowed) with KiB, MiB or GiB.
 func ParseByteSize(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 {
@@ -17,7 +17,7 @@ func ParseByteSize(s string) (int64, error) {
 	for _, u := range []struct {
 		suffix string
 		unit   float64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}} {
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
 		num, ok := strings.CutSuffix(s, u.suffix)
 		if !ok {
 			continue
@@ -28,5 +28,5 @@ func ParseByteSize(s string) (int64, error) {
 		}
 		return int64(f * u.unit), nil
 	}
-	return 0, fmt.Errorf("invalid size %q (use a number of bytes or a number with KiB or MiB)", s)
+	return 0, fmt.Errorf("invalid size %q (use a number of bytes or a number with KiB, MiB or GiB)", s)
 }

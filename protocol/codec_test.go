@@ -235,13 +235,13 @@ func TestCheckNameReasons(t *testing.T) {
 }
 
 func TestParseByteSize(t *testing.T) {
-	for in, want := range map[string]int64{"0": 0, "1024": 1024, "4MiB": 4 << 20, "64KiB": 64 << 10, "1.5KiB": 1536, "0.5MiB": 512 << 10} {
+	for in, want := range map[string]int64{"0": 0, "1024": 1024, "4MiB": 4 << 20, "64KiB": 64 << 10, "1.5KiB": 1536, "0.5MiB": 512 << 10, "4GiB": 4 << 30} {
 		got, err := ParseByteSize(in)
 		if err != nil || got != want {
 			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "-1", "4MB", "KiB", "1e3KiB", "-1KiB", "infKiB", "0x10", "4 GiB", "99999999999999MiB"} {
+	for _, bad := range []string{"", "-1", "4MB", "KiB", "1e3KiB", "-1KiB", "infKiB", "0x10", "4GB", "99999999999999MiB"} {
 		if _, err := ParseByteSize(bad); err == nil {
 			t.Errorf("ParseByteSize(%q) accepted", bad)
 		}

@@ -99,12 +99,16 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 
-// byteSizeValue is a flag.Value for sizes in bytes, KiB or MiB.
+// byteSizeValue is a flag.Value for sizes in bytes, KiB, MiB or GiB
+// (protocol.ParseByteSize).
 type byteSizeValue struct{ n *int64 }
 
 func (v byteSizeValue) String() string {
 	if v.n == nil {
 		return ""
+	}
+	if *v.n > 0 && *v.n%(1<<20) == 0 {
+		return strconv.FormatInt(*v.n>>20, 10) + "MiB"
 	}
 	return strconv.FormatInt(*v.n, 10)
 }
@@ -165,40 +169,6 @@ func checkOrigin(o string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
 		return errorf("invalid --allow-origin %q: expected scheme://host[:port] or *", o)
 	}
-	return nil
-}
-
-// sizeValue is a flag.Value for a byte count: an integer, optionally
-// followed by KiB, MiB or GiB.
-type sizeValue struct{ n *int64 }
-
-func (v sizeValue) String() string {
-	if v.n == nil {
-		return ""
-	}
-	if *v.n%(1<<20) == 0 {
-		return strconv.FormatInt(*v.n>>20, 10) + "MiB"
-	}
-	return strconv.FormatInt(*v.n, 10)
-}
-
-func (v sizeValue) Set(s string) error {
-	units := []struct {
-		suffix string
-		shift  uint
-	}{{"KiB", 10}, {"MiB", 20}, {"GiB", 30}}
-	shift := uint(0)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			s, shift = strings.TrimSuffix(s, u.suffix), u.shift
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)>>shift {
-		return errors.New("expected a byte count such as 268435456 or 256MiB")
-	}
-	*v.n = n << shift
 	return nil
 }
 
@@ -298,7 +268,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.Var(durationValue{&cfg.StreamStallTimeout}, "stream-stall-timeout", "")
 	def("stream-stall-timeout", "TOLLGATE_STREAM_STALL_TIMEOUT", "close a take stream whose frames stay unwritten this long; 0 = never")
 	fs.Var(byteSizeValue{&cfg.StreamBufferLimit}, "stream-buffer-limit", "")
-	def("stream-buffer-limit", "TOLLGATE_STREAM_BUFFER_LIMIT", "close a take stream whose unwritten frames exceed this many bytes (or KiB, MiB)")
+	def("stream-buffer-limit", "TOLLGATE_STREAM_BUFFER_LIMIT", "close a take stream whose unwritten frames exceed this many bytes (or KiB, MiB, GiB)")
 	fs.IntVar(&cfg.GlobalInFlightLimit, "global-in-flight-limit", cfg.GlobalInFlightLimit, "")
 	fs.IntVar(&cfg.GlobalInFlightLimit, "l", cfg.GlobalInFlightLimit, "")
 	def("global-in-flight-limit", "TOLLGATE_GLOBAL_IN_FLIGHT_LIMIT", "server-wide in-flight cap (-l); 0 = none")
@@ -330,7 +300,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("body-read-timeout", "TOLLGATE_BODY_READ_TIMEOUT", "time allowed to send a request's body")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "")
 	def("max-connections", "TOLLGATE_MAX_CONNECTIONS", "open client connections at most; 0 = the descriptor limit minus a reserve for the store")
-	fs.Var(sizeValue{&cfg.MaxBodyMemory}, "max-body-memory", "")
+	fs.Var(byteSizeValue{&cfg.MaxBodyMemory}, "max-body-memory", "")
 	def("max-body-memory", "TOLLGATE_MAX_BODY_MEMORY", "request-body bytes held in memory across all connections (e.g. 256MiB); over it requests get 503")
 	fs.IntVar(&cfg.GCHeadroomMiB, "gc-headroom-mib", cfg.GCHeadroomMiB, "")
 	def("gc-headroom-mib", "TOLLGATE_GC_HEADROOM_MIB", "heap growth allowed between collections once the heap is large, MiB; 0 or a GOGC variable leaves Go's default")
