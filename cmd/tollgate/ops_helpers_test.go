@@ -1,9 +1,6 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -75,44 +72,23 @@ type opsPKI struct {
 func opsNewPKI(t testing.TB) *opsPKI {
 	t.Helper()
 	dir := t.TempDir()
-	p := &opsPKI{
-		CA: filepath.Join(dir, "ca.pem"), ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
-		ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
-	}
-	caKey := opsKey(t)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tollgate test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
+	ca := uiIssue(t, &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tollgate test CA"},
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil)
+	p := &opsPKI{CA: filepath.Join(dir, "ca.pem")}
+	if err := os.WriteFile(p.CA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-	opsWritePEM(t, p.CA, "CERTIFICATE", caDER)
-	issue := func(serial int64, usage x509.ExtKeyUsage, certPath, keyPath string) {
-		key := opsKey(t)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "tollgate test"},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+	issue := func(serial int64, usage x509.ExtKeyUsage) *uiCert {
+		return uiIssue(t, &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "tollgate test"},
 			ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature,
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opsWritePEM(t, certPath, "CERTIFICATE", der)
-		opsWritePEM(t, keyPath, "EC PRIVATE KEY", kb)
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}, ca)
 	}
-	issue(2, x509.ExtKeyUsageServerAuth, p.ServerCert, p.ServerKey)
-	issue(3, x509.ExtKeyUsageClientAuth, p.ClientCert, p.ClientKey)
+	p.ServerCert, p.ServerKey = issue(2, x509.ExtKeyUsageServerAuth).writePEM(t, dir, "server")
+	client := issue(3, x509.ExtKeyUsageClientAuth)
+	p.ClientCert, p.ClientKey = client.writePEM(t, dir, "client")
 	p.pool = x509.NewCertPool()
-	p.pool.AddCert(ca)
-	if p.client, err = tls.LoadX509KeyPair(p.ClientCert, p.ClientKey); err != nil {
-		t.Fatal(err)
-	}
+	p.pool.AddCert(ca.cert)
+	p.client = client.tlsCert()
 	return p
 }
 
@@ -121,18 +97,4 @@ func (p *opsPKI) Client() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: p.pool, Certificates: []tls.Certificate{p.client}, MinVersion: tls.VersionTLS12}
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
-
-func opsKey(t testing.TB) *ecdsa.PrivateKey {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func opsWritePEM(t testing.TB, path, typ string, der []byte) {
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -23,14 +23,15 @@ import (
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
-// uiCert is a certificate and its key, signed by a test CA.
+// uiCert is a certificate and its key, self-signed or signed by a test CA
+// (every TLS test of the package makes its certificates with uiIssue).
 type uiCert struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 	der  []byte
 }
 
-func uiIssue(t *testing.T, tmpl *x509.Certificate, parent *uiCert) *uiCert {
+func uiIssue(t testing.TB, tmpl *x509.Certificate, parent *uiCert) *uiCert {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -47,7 +48,7 @@ func uiIssue(t *testing.T, tmpl *x509.Certificate, parent *uiCert) *uiCert {
 	return &uiCert{cert: cert, key: key, der: der}
 }
 
-func (c *uiCert) writePEM(t *testing.T, dir, name string) (certPath, keyPath string) {
+func (c *uiCert) writePEM(t testing.TB, dir, name string) (certPath, keyPath string) {
 	t.Helper()
 	certPath, keyPath = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
 	require.NoError(t, os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.der}), 0o600))
