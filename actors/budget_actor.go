@@ -7,13 +7,17 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// budgetActor owns one budget's pool, parked list and wake timer.
+// budgetActor is the shell of one budget: it feeds each message to its
+// budgetCore's step function (budget_step.go) and carries out what the step
+// decided, arming and stopping the one wake timer and sending the answers.
+// It decides nothing itself.
 //
 // Owns: a budgetCore (definition copy, pool, holds, parked jobs in
-// (priority, id) order) and at most one armed wake timer.
+// (priority, id) order, timer bookkeeping) and at most one armed wake timer.
 // Accepts: the budgetMsg set in messages.go, from the queue actor.
-// Answers: ReserveResponse and JobsWoken, to the queue actor.
-// Supervisor: the root (stopping it on failure); it writes no keys: the
+// Answers: ReserveResponse and JobsWoken, to the queue actor; queries to
+// their sender.
+// Supervisor: the queue actor, which spawned it; it writes no keys: the
 // queue actor persists definitions, pools are memory only (SPEC §4.9).
 type budgetActor struct {
 	core   *budgetCore
@@ -22,18 +26,9 @@ type budgetActor struct {
 	log    *slog.Logger
 	tracer *Tracer
 
-	gen         uint64
-	armedAt     uint64 // wake moment armed, Unix ms (as reported)
-	armedNs     uint64 // the same, exact (Unix ns)
-	nowNs       uint64 // the clock when this Receive began (Unix ns)
+	ctx         actor.Context // during Receive
 	cancelTimer func()
-
-	obs budgetObs // trace bookkeeping (observe.go)
-
-	// epoch is the queue actor's engine this budget was made for; its
-	// answers carry it, so a restarted queue actor ignores what budgets of
-	// its former life sent (engine.epoch).
-	epoch uint64
+	out         stepOutput // reused by every step
 
 	toQueue outLink[queueMsg] // to the queue actor, flushed at the end of each Receive (batching.go)
 
@@ -44,17 +39,38 @@ type budgetActor struct {
 }
 
 func (a *budgetActor) Receive(ctx actor.Context) {
-	// The pool is kept in ns (SPEC §4.4, precision); traces and wire
-	// fields use the same moment in ms.
-	a.nowNs = nanos(a.clock.Now())
-	now := a.nowNs / nsPerMs
-	msg := ctx.Message()
-	if b, ok := msg.(*budgetBatch); ok {
-		a.answers = make([]ReserveResponse, countReserves(b.Msgs))
+	a.ctx = ctx
+	// The pool is kept in ns (SPEC §4.4, precision).
+	now := nanos(a.clock.Now())
+	switch m := ctx.Message().(type) {
+	case *budgetBatch:
+		a.answers = make([]ReserveResponse, countReserves(m.Msgs))
+		for _, inner := range m.Msgs {
+			a.step(now, inner)
+		}
+		a.answers = nil
+	case budgetMsg:
+		a.step(now, m)
+	case *actor.Started:
+		a.step(now, &budgetStarted{})
+	case *actor.Stopping:
+		a.step(now, &budgetStopping{})
+	case *actor.Restarting, *actor.Stopped:
+	default:
+		a.log.Warn("budget actor: unknown message", "type", fmt.Sprintf("%T", m))
 	}
-	a.handle(ctx, msg, now)
-	a.answers = nil
 	a.toQueue.flush(ctx, newQueueBatch)
+	a.ctx = nil
+}
+
+// step runs the core's step on m and applies its output.
+func (a *budgetActor) step(now uint64, m budgetMsg) {
+	a.out.trace = a.tracer.on()
+	a.core.step(now, m, &a.out)
+	if a.out.unhandled != nil {
+		a.log.Warn("budget actor: unhandled message", "type", fmt.Sprintf("%T", m))
+	}
+	applyStep(&a.out, a, a.tracer)
 }
 
 func countReserves(msgs []budgetMsg) int {
@@ -67,6 +83,10 @@ func countReserves(msgs []budgetMsg) int {
 	return n
 }
 
+// The budgetShell the actor is.
+
+func (a *budgetActor) send(m queueMsg) { a.toQueue.add(m) }
+
 // newAnswer returns a ReserveResponse to fill in: the batch's next one, or
 // a new one outside a batch.
 func (a *budgetActor) newAnswer() *ReserveResponse {
@@ -78,130 +98,17 @@ func (a *budgetActor) newAnswer() *ReserveResponse {
 	return r
 }
 
-func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
-	switch m := msg.(type) {
-	case *actor.Started:
-		a.traceBudget(EventBudgetCreated, now)
-	case *actor.Restarting:
-	case *actor.Stopping:
-		a.disarm(now)
-	case *actor.Stopped:
-	case *ReserveRequest:
-		before := a.traceRequested(m.Job, now)
-		out := a.core.reserve(a.nowNs, m.Job, m.Commit)
-		a.traceReserved(m.Job, out.granted, before, now)
-		committed := out.granted && m.Commit
-		if committed {
-			a.traceJob(EventCommit, m.Job.ID, now)
-		}
-		r := a.newAnswer()
-		*r = ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en, by: a.core, epoch: a.epoch}
-		a.toQueue.add(r)
-		a.wake(ctx, out.woken, "refill", now)
-	case *CommitReservation:
-		a.core.commit(a.nowNs, m.JobID)
-		a.traceJob(EventCommit, m.JobID, now)
-		a.syncTimer(ctx, now)
-	case *ReleaseReservation:
-		woken := a.core.release(a.nowNs, m.JobID)
-		a.traceJob(EventRelease, m.JobID, now)
-		a.wake(ctx, woken, "release", now)
-	case *ReturnTokens:
-		woken := a.core.finish(a.nowNs, m.Cost)
-		a.traceJob(EventReturned, m.JobID, now)
-		a.wake(ctx, woken, "release", now)
-	case *RefundTokens:
-		if m.by != a.core {
-			return // another budget of this key made the debit
-		}
-		woken := a.core.refund(a.nowNs, m.Cost)
-		a.traceJob(EventRelease, m.JobID, now)
-		a.wake(ctx, woken, "release", now)
-	case *UnparkJob:
-		woken := a.core.unpark(a.nowNs, m.JobID, m.Priority)
-		a.traceJob(EventUnparked, m.JobID, now)
-		a.wake(ctx, woken, "release", now)
-	case *ApplyDefinition:
-		woken := a.core.update(a.nowNs, m.Definition)
-		a.traceBudget(EventBudgetUpdated, now)
-		a.wake(ctx, woken, "update", now)
-	case *QueuesChanged, *Reevaluate:
-		a.wake(ctx, a.core.evaluate(a.nowNs), "update", now)
-	case *budgetWake:
-		if m.gen != a.gen {
-			return // stale timer
-		}
-		due := a.armedAt
-		a.armedAt, a.armedNs = 0, 0
-		a.cancelTimer = nil
-		a.traceTimer(EventTimerFired, due, now)
-		a.wake(ctx, a.core.evaluate(a.nowNs), "refill", now)
-	case *budgetBatch:
-		for _, inner := range m.Msgs {
-			a.handle(ctx, inner, now)
-		}
-	case *BudgetStateRequest, *budgetStateQuery:
-		ctx.Respond(a.state(now))
-	case *parkedJobQuery:
-		ctx.Respond(a.waiting(m.JobID, m.Priority, now))
-	case *budgetLineQuery:
-		ctx.Respond(a.line(m.Limit))
-	default:
-		a.log.Warn("budget actor: unknown message", "type", fmt.Sprintf("%T", m))
+func (a *budgetActor) stopTimer(fired bool) {
+	if a.cancelTimer != nil && !fired {
+		a.cancelTimer()
 	}
+	a.cancelTimer = nil
 }
 
-// wake sends woken jobs to the queue and re-arms the timer to the core's
-// wake moment (only when that moment changed).
-func (a *budgetActor) wake(ctx actor.Context, woken []string, reason string, now uint64) {
-	if len(woken) > 0 {
-		a.traceWoken(woken, reason, now)
-		a.toQueue.add(&JobsWoken{Key: a.core.key, JobIDs: woken, epoch: a.epoch})
-	}
-	a.syncTimer(ctx, now)
-}
-
-func (a *budgetActor) syncTimer(ctx actor.Context, now uint64) {
-	want := a.core.wakeNs
-	if want == a.armedNs {
-		return
-	}
-	a.disarm(now)
-	if want == 0 {
-		return
-	}
-	a.gen++
-	a.armedAt, a.armedNs = a.core.wakeAt, want
+func (a *budgetActor) armTimer(atNs, _, gen uint64) {
 	// measure the delay from the clock itself, not from the start of this
 	// Receive, so the timer fires at the exact moment
-	a.cancelTimer = a.timers.SendOnce(delayUntilNs(want, a.clock.Now()), ctx.Self(), &budgetWake{gen: a.gen})
-	a.traceTimer(EventTimerArmed, a.armedAt, now)
+	a.cancelTimer = a.timers.SendOnce(delayUntilNs(atNs, a.clock.Now()), a.ctx.Self(), &budgetWake{gen: gen})
 }
 
-func (a *budgetActor) disarm(now uint64) {
-	if a.cancelTimer != nil {
-		a.cancelTimer()
-		a.cancelTimer = nil
-		a.traceTimer(EventTimerCancelled, a.armedAt, now)
-	}
-	a.gen++
-	a.armedAt, a.armedNs = 0, 0
-}
-
-func (a *budgetActor) state(now uint64) *BudgetState {
-	s := &BudgetState{
-		Key:        a.core.key,
-		Tokens:     a.core.tokens(a.nowNs),
-		InFlight:   a.core.inFlight,
-		Held:       a.core.held,
-		Parked:     a.core.parkedCount(),
-		WakeAt:     a.armedAt,
-		Dispatches: a.core.dispatches,
-		Refusals:   a.core.refusals,
-	}
-	if h, ok := a.core.head(); ok {
-		s.HeadID, s.HeadCost = h.ID, h.Cost
-	}
-	a.observeState(s, now)
-	return s
-}
+func (a *budgetActor) respond(m any) { a.ctx.Respond(m) }

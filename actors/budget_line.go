@@ -45,19 +45,6 @@ type budgetLineQuery struct {
 func (*budgetLineQuery) isQueueMsg()  {}
 func (*budgetLineQuery) isBudgetMsg() {}
 
-// line answers a budgetLineQuery with the first limit parked jobs.
-func (a *budgetActor) line(limit int) *BudgetLine {
-	l := &BudgetLine{Total: a.core.parkedCount(), Jobs: make([]ParkedJob, 0, min(limit, a.core.parkedCount()))}
-	a.core.parked.Ascend(func(r JobRef) bool {
-		if len(l.Jobs) >= limit {
-			return false
-		}
-		l.Jobs = append(l.Jobs, ParkedJob{ID: r.ID, Queue: r.Queue, Priority: r.Priority, Cost: r.Cost, HoldsBack: a.core.consumed(r.Queue)})
-		return true
-	})
-	return l
-}
-
 // BudgetLine returns the first limit jobs parked on the budget key, in the
 // order the budget will serve them.
 func (e *Engine) BudgetLine(ctx context.Context, key string, limit int) (*BudgetLine, error) {

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"math"
+	"sync/atomic"
 
 	"github.com/tollgate/tollgate/protocol"
 )
@@ -28,14 +29,27 @@ func refLess(a, b JobRef) bool {
 
 // budgetCore is the pure state machine of one budget: its definition, its
 // token pool, its reservations, its parked jobs in (priority, id) order and
-// the moment its wake timer should fire. It has no clock, no actor and no I/O:
-// every method takes now in Unix nanoseconds (SPEC §4.4, precision: a pool
-// settled in whole milliseconds would drop the sub-millisecond remainder at
-// every settle, and a rounded wake moment the rest of an awkward interval)
-// and the caller applies what it returns.
+// its wake timer. It has no clock, no actor and no I/O. Its one entry point
+// is step (budget_step.go): a message and the time in, everything decided
+// out; the budget actor and the model test both drive it.
+//
+// Time is Unix nanoseconds throughout, settled (SPEC §4.4, precision): a
+// pool settled in whole milliseconds would drop the sub-millisecond
+// remainder at every settle, and a rounded wake moment the rest of an
+// awkward interval. Only what leaves for the wire (wake_at, affordable_at,
+// traces' due times) is rounded to milliseconds, always up.
 type budgetCore struct {
 	key string
 	def protocol.Definition
+
+	// incarnation tells this core from any other made under the same key
+	// (after a reset, a delete and create, a restart after a failure): a
+	// refund names the incarnation that made the debit (RefundTokens).
+	incarnation uint64
+	// epoch is the queue core's this budget was made for; the budget's
+	// answers carry it (queueCore.epoch).
+	epoch uint64
+	name  string // "budget/<key>", the actor name traces give
 
 	// time_based pool: level tokens, settled at time at (Unix ns).
 	level float64
@@ -59,21 +73,33 @@ type budgetCore struct {
 	wakeNs uint64
 	wakeAt uint64
 
+	// The timer the shell has armed: its moment (exact, and as reported)
+	// and its generation; a budgetWake of another generation is stale.
+	armedNs, armedAt uint64
+	timerGen         uint64
+
 	// counters for observation
 	dispatches uint64
 	refusals   uint64
+
+	obs budgetObs // trace bookkeeping (observe.go)
 }
+
+// budgetIncarnations numbers budget cores (budgetCore.incarnation).
+var budgetIncarnations atomic.Uint64
 
 func newBudgetCore(key string, def protocol.Definition, now uint64, consumed func(string) bool) *budgetCore {
 	if consumed == nil {
 		consumed = func(string) bool { return true }
 	}
 	b := &budgetCore{
-		key:      key,
-		def:      def,
-		holds:    make(map[string]uint32),
-		parked:   newOrderedSet(refLess),
-		consumed: consumed,
+		key:         key,
+		def:         def,
+		incarnation: budgetIncarnations.Add(1),
+		name:        "budget/" + key,
+		holds:       make(map[string]uint32),
+		parked:      newOrderedSet(refLess),
+		consumed:    consumed,
 	}
 	b.fill(now)
 	return b

@@ -20,15 +20,17 @@ func ref(id string, prio uint16, cost uint32) JobRef {
 	return JobRef{ID: id, Priority: prio, Queue: "q", Cost: cost}
 }
 
-// dispatch reserves and commits in one step, as the queue does for a
-// single-budget job.
+// dispatchOne reserves and, when granted, commits, through the step
+// function, as the queue does for a job's first budget of several.
 func dispatchOne(t *testing.T, b *budgetCore, now uint64, j JobRef) bool {
 	t.Helper()
-	out := b.reserve(now, j, false)
-	if out.granted {
-		b.commit(now, j.ID)
+	var out stepOutput
+	b.step(now, &ReserveRequest{Job: j}, &out)
+	granted := out.sends[0].answer.Granted
+	if granted {
+		b.step(now, &CommitReservation{JobID: j.ID}, &out)
 	}
-	return out.granted
+	return granted
 }
 
 // TestFinalReservationDebitsAtOnce checks a final reservation (the last of
@@ -298,3 +300,64 @@ func TestUnparkMovesHead(t *testing.T) {
 
 // atMs is the budget core's time (Unix ns) at t Unix milliseconds.
 func atMs(t uint64) uint64 { return t * nsPerMs }
+
+// budgetSnapshot is everything a budget's reads could change.
+type budgetSnapshot struct {
+	level                   float64
+	at, held, inFlight      uint64
+	wakeNs, wakeAt, armedNs uint64
+	armedAt, timerGen       uint64
+	dispatches, refusals    uint64
+	holds                   int
+	parked                  []JobRef
+}
+
+func snapshotBudget(b *budgetCore) budgetSnapshot {
+	s := budgetSnapshot{level: b.level, at: b.at, held: b.held, inFlight: b.inFlight, wakeNs: b.wakeNs, wakeAt: b.wakeAt,
+		armedNs: b.armedNs, armedAt: b.armedAt, timerGen: b.timerGen, dispatches: b.dispatches, refusals: b.refusals, holds: len(b.holds)}
+	b.parked.Ascend(func(r JobRef) bool { s.parked = append(s.parked, r); return true })
+	return s
+}
+
+// TestBudgetReadsChangeNothing: asking a budget for its state, where a
+// parked job stands and its parked line, again and again as time passes,
+// leaves the pool as it was (no settle on read), and every read at the
+// same moment answers the same.
+func TestBudgetReadsChangeNothing(t *testing.T) {
+	b := newBudgetCore("k", timeBased(10, 1000, 3), atMs(0), nil)
+	var out stepOutput
+	for i, id := range []string{"a", "b", "c", "d", "e"} {
+		b.step(atMs(uint64(i)), &ReserveRequest{Job: ref(id, 1, 1), Commit: true}, &out)
+	}
+	before := snapshotBudget(b)
+	if len(before.parked) != 2 || before.armedNs == 0 {
+		t.Fatalf("setup: parked %v, timer %d; want d and e parked and a timer armed", before.parked, before.armedNs)
+	}
+	queries := []budgetMsg{&BudgetStateRequest{}, &budgetStateQuery{Key: "k"}, &parkedJobQuery{JobID: "e", Priority: 1}, &budgetLineQuery{Key: "k", Limit: 10}}
+	first := make([]any, len(queries))
+	for i, q := range queries {
+		b.step(atMs(50), q, &out)
+		first[i] = out.reply
+	}
+	for now := uint64(50); now < 5000; now += 7 {
+		for _, q := range queries {
+			b.step(atMs(now), q, &out)
+			if out.reply == nil || len(out.sends) != 0 || out.stop || out.armNs != 0 {
+				t.Fatalf("query %T at %d ms: reply %v, sends %d, timer stop %v arm %d", q, now, out.reply, len(out.sends), out.stop, out.armNs)
+			}
+		}
+		if got := snapshotBudget(b); !reflect.DeepEqual(got, before) {
+			t.Fatalf("reads at %d ms changed the budget:\n got %+v\nwant %+v", now, got, before)
+		}
+	}
+	for i, q := range queries {
+		b.step(atMs(50), q, &out)
+		if !reflect.DeepEqual(out.reply, first[i]) {
+			t.Fatalf("%T at 50 ms answered %+v, then %+v", q, first[i], out.reply)
+		}
+	}
+	w := first[2].(*JobWaitingResponse).Waiting
+	if w == nil || w.Position != 2 || w.AffordableAt != 200 {
+		t.Fatalf("waiting of e = %+v, want position 2, affordable at 200 ms (0.02 tokens left at 2 ms, 2 needed for d and e, at 10/s)", w)
+	}
+}

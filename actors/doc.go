@@ -26,7 +26,8 @@
 // and the job parks on the refusing budget, which wakes it when its tokens
 // allow. Tokens are therefore debited only when a worker slot is free.
 //
-// Every actor keeps its decisions in a plain struct (engine, budgetCore)
-// whose methods take the time as an argument, so the rules are tested
-// without an actor system or a clock.
+// Every actor keeps its decisions in a plain struct (queueCore; budgetCore,
+// whose one entry point is its step function) whose methods take the time
+// as an argument, so the rules are tested without an actor system or a
+// clock.
 package actors

@@ -185,8 +185,9 @@ func reservingJob(e *queueCore, priority uint16) (id string, replies *[]any, rep
 }
 
 func TestRebindWaitsForReservation(t *testing.T) {
-	e, _ := testEngine(EngineConfig{})
+	e, out := testEngine(EngineConfig{})
 	id, rp, reply := reservingJob(e, 0)
+	req := out.toBudgets[len(out.toBudgets)-1].(*ReserveRequest)
 	if e.jobs[id].state != stReserving {
 		t.Fatalf("job state %d, want reserving", e.jobs[id].state)
 	}
@@ -195,7 +196,7 @@ func TestRebindWaitsForReservation(t *testing.T) {
 	if len(*rp) != n {
 		t.Fatalf("rebinding answered while the job was reserving: %v", (*rp)[n:])
 	}
-	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Granted: false, epoch: e.epoch})
+	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Granted: false, entry: req.entry, epoch: e.epoch})
 	if len(*rp) != n+1 {
 		t.Fatalf("rebinding not answered after the reservation ended (%d replies)", len(*rp)-n)
 	}
@@ -222,7 +223,7 @@ func TestUnparkNamesThePriorityParkedWith(t *testing.T) {
 	patch := &protocol.JobPatch{}
 	patch.Priority.Present, patch.Priority.Value = true, 9
 	e.patchJobs(0, &PatchJobs{IDs: []string{id}, Patch: patch, Single: true}, reply)
-	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Priority: req.Job.Priority, Granted: false, epoch: e.epoch})
+	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Priority: req.Job.Priority, Granted: false, entry: req.entry, epoch: e.epoch})
 	if en := e.jobs[id]; en.state != stParked || en.job.Priority != 9 {
 		t.Fatalf("job %s priority %d, want parked with the patched priority 9", modelStateName(en.state), en.job.Priority)
 	}

@@ -45,6 +45,7 @@ func (e *queueCore) finish(now uint64, en *entry, retention uint64, batch *persi
 	j := en.job
 	delete(e.jobs, j.ID)
 	en.state = stGone
+	e.slots.release(en)
 	defer e.dropPayload(j)
 	e.unsched(en)
 	e.unbind(j)
@@ -233,6 +234,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	for _, en := range e.jobs {
 		deleteRecord(en.job, en.grp, en.override, batch)
 		en.state = stGone
+		e.slots.release(en)
 	}
 	for _, t := range e.terminal {
 		deleteTerminal(t, batch)

@@ -17,9 +17,9 @@ type budgetMsg interface{ isBudgetMsg() }
 type ReserveRequest struct {
 	Job    JobRef
 	Commit bool
-	// en is the queue actor's entry of the job, handed back in the answer
-	// so it need not look the job up; the budget actor never reads it.
-	en *entry
+	// entry names the queue actor's entry of the job, handed back in the
+	// answer so it need not look the job up; the budget never reads it.
+	entry entryRef
 }
 
 // CommitReservation turns a granted hold into a debit (the job dispatches).
@@ -41,10 +41,11 @@ type ReturnTokens struct {
 type RefundTokens struct {
 	JobID string
 	Cost  uint32
-	// by is the budget core that made the debit (ReserveResponse.by): a
-	// budget made anew under the same key since (after a reset, or a
-	// delete and create) did not, and ignores the refund.
-	by *budgetCore
+	// Incarnation is the budget's that made the debit
+	// (ReserveResponse.Incarnation): a budget made anew under the same key
+	// since (after a reset, a delete and create, or a failure) did not, and
+	// ignores the refund.
+	Incarnation uint64
 }
 
 // UnparkJob removes a job from the budget's parked list; Priority is the one
@@ -97,9 +98,10 @@ type ReserveResponse struct {
 	// tokens are debited already, Cost of them.
 	Committed bool
 	Cost      uint32
-	en        *entry      // ReserveRequest.en, handed back
-	by        *budgetCore // the core that answered (see RefundTokens.by)
-	epoch     uint64      // the engine's the answering budget was made for
+	// Incarnation is the answering budget's (see RefundTokens).
+	Incarnation uint64
+	entry       entryRef // ReserveRequest.entry, handed back
+	epoch       uint64   // the engine's the answering budget was made for
 }
 
 // JobsWoken hands parked jobs back to the queue: their budget can now

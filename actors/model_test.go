@@ -6,9 +6,9 @@ package actors
 // driven by a deterministic simulation instead of protoactor: simOutbox (the
 // *sim type) persists synchronously through a real on-disk badger Store, puts
 // budget and queue messages in one FIFO that the test drains step by step,
-// reproduces budget_actor.go's handling (including the wake timer, fired
-// when the simulated clock passes it) and simulates the scheduler. Random
-// operations are checked after every step against a reference model of which
+// drives each budget through its real step function (budget_step.go) with a
+// simulated wake timer, fired when the simulated clock passes it, and
+// simulates the scheduler. Random operations are checked after every step against a reference model of which
 // jobs exist, which are in flight on which stream, and what they cost.
 //
 // Reproduce one seed:   MODEL_SEED=3 MODEL_OPS=4000 go test -run Model ./actors/
@@ -206,14 +206,14 @@ type modelCommit struct {
 	job  string
 }
 
-// simBudget is the budget actor: a budgetCore plus the timer bookkeeping of
-// budget_actor.go, and what the checks need.
+// simBudget is the budget actor: a budgetCore, the shell that applies its
+// steps (a simulated timer), and what the checks need.
 type simBudget struct {
+	s        *sim
 	key      string
 	core     *budgetCore
-	gen      uint64
-	armedAt  uint64
-	timerAt  uint64 // a SendOnce that has not fired yet (0: none)
+	out      stepOutput
+	timerAt  uint64 // a SendOnce that has not fired yet (Unix ms; 0: none)
 	timerGen uint64
 	stopped  bool
 
@@ -451,7 +451,8 @@ func (s *sim) spawnBudget(b protocol.Budget) {
 	if old := s.budgets[b.Key]; old != nil {
 		old.stopped = true
 	}
-	sb := &simBudget{key: b.Key, core: newBudgetCore(b.Key, b.Definition(), s.now*nsPerMs, s.consumed.has), periodStart: s.seq}
+	sb := &simBudget{s: s, key: b.Key, core: newBudgetCore(b.Key, b.Definition(), s.now*nsPerMs, s.consumed.has), periodStart: s.seq}
+	sb.core.epoch = s.eng.epoch
 	s.budgets[b.Key] = sb
 }
 
@@ -509,7 +510,7 @@ func (s *sim) step() bool {
 		s.trace(s.describe(m))
 	}
 	if m.to != nil {
-		s.handleBudget(m.to, m.bm)
+		s.stepBudget(m.to, m.bm)
 	} else {
 		s.handleQueue(m.qm)
 	}
@@ -552,14 +553,18 @@ func (s *sim) handleQueue(m any) {
 	s.afterEngine()
 }
 
-// handleBudget reproduces budgetActor.Receive (budget_actor.go): keep the
-// two in step when the actor changes.
-func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
+// stepBudget is the budget actor's Receive: the real step function, its
+// output applied by applyStep as the actor applies it (simBudget is the
+// shell). Around it the sim only observes: the checks and the diagnosis
+// bookkeeping below read the core and the output, and decide nothing.
+func (s *sim) stepBudget(sb *simBudget, m budgetMsg) {
 	if sb.stopped {
 		return // dead letter
 	}
-	now := s.now * nsPerMs // the core keeps time_based pools in ns (SPEC §4.4)
 	c := sb.core
+	var earlier *JobRef // a reservation: the head it must not overtake
+	var holdCost uint32 // a commit: the hold it turns into a debit
+	var held, own bool  // ... whether there is one; a refund: of this core
 	switch m := m.(type) {
 	case *ReserveRequest:
 		if _, had := c.holds[m.Job.ID]; had {
@@ -567,104 +572,99 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 			// by job): the queue actor must never ask twice
 			s.fail("double reserve", "budget %s asked to reserve job %s that it holds already", sb.key, m.Job.ID)
 		}
-		var before *JobRef
 		if h, ok := c.head(); ok && refLess(h, m.Job) && h.ID != m.Job.ID {
-			before = &h
+			earlier = &h
 		}
-		out := c.reserve(now, m.Job, m.Commit)
-		committed := out.granted && m.Commit
-		if committed {
+	case *CommitReservation:
+		holdCost, held = c.holds[m.JobID]
+	case *RefundTokens:
+		own = m.Incarnation == c.incarnation
+	}
+
+	out := &sb.out
+	out.trace = s.tracer.on()
+	c.step(s.now*nsPerMs, m, out) // the core keeps time in ns (SPEC §4.4)
+	if out.unhandled != nil {
+		s.tb.Fatalf("budget step has no case for %T", m)
+	}
+
+	var woken []string
+	for _, snd := range out.sends {
+		if snd.woken != nil {
+			woken = snd.woken.JobIDs
+		}
+	}
+	switch m := m.(type) {
+	case *ReserveRequest:
+		a := out.sends[0].answer
+		if a.Committed {
 			// a final reservation: granted and debited in one step
 			s.stats.commits++
 			s.recordCommit(sb, m.Job.Cost, s.seq, m.Job.ID)
 			s.countCommit(m.Job.ID, sb.key, 1)
 		}
-		if out.granted {
+		if a.Granted {
 			s.stats.grants++
-			if before != nil {
-				s.fail("order", "budget %s granted job %s (priority %d) while the earlier job %s (priority %d) of a consumed queue is parked", sb.key, m.Job.ID, m.Job.Priority, before.ID, before.Priority)
+			if earlier != nil {
+				s.fail("order", "budget %s granted job %s (priority %d) while the earlier job %s (priority %d) of a consumed queue is parked", sb.key, m.Job.ID, m.Job.Priority, earlier.ID, earlier.Priority)
 			}
 			s.grants[modelGrantKey{m.Job.ID, sb.key}] = s.seq
 		} else {
 			s.stats.refusals++
-		}
-		s.push(simMsg{qm: &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en, by: c, epoch: s.eng.epoch}})
-		if !out.granted && out.woken == nil {
 			sb.lastWoken = nil
 		}
-		s.wake(sb, out.woken)
 	case *CommitReservation:
-		cost, held := c.holds[m.JobID]
-		c.commit(now, m.JobID)
 		if held {
 			s.stats.commits++
-			s.recordCommit(sb, cost, s.grants[modelGrantKey{m.JobID, sb.key}], m.JobID)
+			s.recordCommit(sb, holdCost, s.grants[modelGrantKey{m.JobID, sb.key}], m.JobID)
 		}
-		s.wake(sb, nil) // syncTimer
-	case *ReleaseReservation:
-		s.wake(sb, c.release(now, m.JobID))
-	case *ReturnTokens:
-		s.wake(sb, c.finish(now, m.Cost))
 	case *RefundTokens:
-		if m.by != c {
-			return // another budget of this key made the debit
-		}
-		// the job was not dispatched: its debit does not count in the
-		// dispatch windows either
-		for i := len(sb.commits) - 1; i >= 0; i-- {
-			if sb.commits[i].job == m.JobID {
-				sb.commits = append(sb.commits[:i], sb.commits[i+1:]...)
-				break
+		if own {
+			// the job was not dispatched: its debit does not count in the
+			// dispatch windows either
+			for i := len(sb.commits) - 1; i >= 0; i-- {
+				if sb.commits[i].job == m.JobID {
+					sb.commits = append(sb.commits[:i], sb.commits[i+1:]...)
+					break
+				}
 			}
 		}
-		s.wake(sb, c.refund(now, m.Cost))
-	case *UnparkJob:
-		s.wake(sb, c.unpark(now, m.JobID, m.Priority))
 	case *ApplyDefinition:
-		woken := c.update(now, m.Definition)
 		sb.lastWoken = nil
 		sb.periodStart = s.seq
 		sb.commits = nil
-		s.wake(sb, woken)
 	case *QueuesChanged, *Reevaluate:
 		sb.lastWoken = nil
-		s.wake(sb, c.evaluate(now))
 	case *budgetWake:
-		if m.gen != sb.gen {
-			return // stale timer
+		if out.fired {
+			sb.lastWoken = nil
 		}
-		sb.armedAt = 0
-		sb.lastWoken = nil
-		s.wake(sb, c.evaluate(now))
-	default:
-		s.tb.Fatalf("unknown budget message %T", m)
 	}
-}
-
-func (s *sim) wake(sb *simBudget, woken []string) {
 	if woken != nil {
 		sb.lastWoken = woken
 	}
-	if len(woken) > 0 {
-		s.stats.wakes += len(woken)
-		s.push(simMsg{qm: &JobsWoken{Key: sb.key, JobIDs: woken, epoch: s.eng.epoch}})
-	}
-	// syncTimer
-	want := sb.core.wakeAt
-	if want == sb.armedAt {
-		return
-	}
-	sb.gen++ // disarm
-	sb.armedAt = 0
-	sb.timerAt = 0
-	if want == 0 {
-		return
-	}
-	sb.gen++
-	sb.armedAt = want
-	sb.timerAt = want
-	sb.timerGen = sb.gen
+	applyStep(out, sb, s.tracer)
+	s.afterEngine() // drain the trace events
 }
+
+// The budgetShell a simBudget is.
+
+func (sb *simBudget) send(m queueMsg) {
+	if w, ok := m.(*JobsWoken); ok {
+		sb.s.stats.wakes += len(w.JobIDs)
+	}
+	sb.s.push(simMsg{qm: m})
+}
+
+func (sb *simBudget) newAnswer() *ReserveResponse { return new(ReserveResponse) }
+
+func (sb *simBudget) stopTimer(bool) { sb.timerAt = 0 }
+
+// armTimer: the simulated clock counts whole milliseconds, so the timer
+// fires at the moment rounded up, when the clock has passed the exact one.
+func (sb *simBudget) armTimer(_, atMs, gen uint64) { sb.timerAt, sb.timerGen = atMs, gen }
+
+func (sb *simBudget) respond(any) {}
 
 // poll fires due budget timers and promotes due scheduled jobs.
 func (s *sim) poll() {
@@ -825,7 +825,7 @@ func (s *sim) describe(m simMsg) string {
 		c := m.to.core
 		var parked []string
 		c.parked.Ascend(func(r JobRef) bool { parked = append(parked, jn(r.ID)); return true })
-		return fmt.Sprintf("  t=%d -> %s: %s   [before: free %.2f inFlight %d held %d parked %v]", s.now-simEpoch, m.to.key, body, modelPeekFree(c, s.now), c.inFlight, c.held, parked)
+		return fmt.Sprintf("  t=%d -> %s: %s   [before: free %.2f inFlight %d held %d parked %v]", s.now-simEpoch, m.to.key, body, c.tokens(s.now*nsPerMs), c.inFlight, c.held, parked)
 	}
 	switch x := m.qm.(type) {
 	case *ReserveResponse:
@@ -901,18 +901,6 @@ func (s *sim) checkWhileInFlight() {
 				key, modelDefString(sb.core.def), sum)
 		}
 	}
-}
-
-// modelPeekFree is budgetCore.free after settling to now (ms), without touching the core.
-func modelPeekFree(c *budgetCore, now uint64) float64 {
-	if c.def.Strategy.Type == protocol.TimeBased {
-		level := c.level
-		if nowNs := now * nsPerMs; nowNs > c.at { // the core's settle time is in ns
-			level = math.Min(float64(c.def.Capacity()), level+float64(nowNs-c.at)/nsPerMs*c.rate())
-		}
-		return level - float64(c.held)
-	}
-	return c.free()
 }
 
 func modelStateName(st jobState) string {
@@ -1168,7 +1156,7 @@ func (s *sim) checkQuiescent() {
 		// budget has its wake timer armed, a while_in_flight one has tokens
 		// coming back.
 		if h, ok := c.head(); ok {
-			free := modelPeekFree(c, now)
+			free := c.tokens(now * nsPerMs)
 			claims := readyClaims[key]
 			// What this budget's last evaluate woke and counted against its
 			// free tokens, by where those jobs are now.
@@ -2145,7 +2133,7 @@ func (s *sim) liveness(prefetch int) {
 					st = modelStateName(en.state)
 					if en.state == stParked {
 						c := s.budgets[en.parkedOn].core
-						st += fmt.Sprintf(" on %s %s (free %.3f, in flight %d)", en.parkedOn, modelDefString(c.def), modelPeekFree(c, s.now), c.inFlight)
+						st += fmt.Sprintf(" on %s %s (free %.3f, in flight %d)", en.parkedOn, modelDefString(c.def), c.tokens(s.now*nsPerMs), c.inFlight)
 					}
 				}
 				desc = append(desc, fmt.Sprintf("#%d %s %v: %s", mj.n, mj.queue, mj.bindings, st))

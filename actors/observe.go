@@ -135,128 +135,135 @@ func (s *Subscription) TakeDropped() uint64 { return s.pending.Swap(0) }
 // Subscribers returns the number of open subscriptions.
 func (t *Tracer) Subscribers() int { return int(t.active.Load()) }
 
-// ---------------------------------------------------------------- budget actor hooks
+// ---------------------------------------------------------------- budget trace hooks
 
-// budgetObs is what a budget actor keeps only to trace: the queue and cost
-// of the jobs it holds, has in flight or has parked (learned while someone
-// listens; entries are removed whether or not anyone listens, so the map
-// never grows without a subscriber), and the head job its wake timer was
-// armed for.
+// The budget's trace events, written by its step into the step's output
+// (stepOutput.events) only when the caller asked for them (out.trace); the
+// shell emits them. Without a listener each hook returns at once, allocating
+// nothing.
+
+// budgetObs is what a budget keeps only to trace: the queue and cost of the
+// jobs it holds, has in flight or has parked (learned while someone listens;
+// entries are removed whether or not anyone listens, so the map never grows
+// without a subscriber), and the head job its wake timer was armed for.
 type budgetObs struct {
 	jobs     map[string]JobRef
 	armedFor JobRef
 }
 
-func (a *budgetActor) actorName() string { return "budget/" + a.core.key }
-
-func (a *budgetActor) remember(job JobRef) {
-	if a.obs.jobs == nil {
-		a.obs.jobs = make(map[string]JobRef)
+func (b *budgetCore) remember(job JobRef) {
+	if b.obs.jobs == nil {
+		b.obs.jobs = make(map[string]JobRef)
 	}
-	a.obs.jobs[job.ID] = job
+	b.obs.jobs[job.ID] = job
 }
 
-func (a *budgetActor) recall(id string) JobRef {
-	if r, ok := a.obs.jobs[id]; ok {
+func (b *budgetCore) recall(id string) JobRef {
+	if r, ok := b.obs.jobs[id]; ok {
 		return r
 	}
 	return JobRef{ID: id}
 }
 
-func (a *budgetActor) forget(id string) {
-	if len(a.obs.jobs) > 0 {
-		delete(a.obs.jobs, id)
+func (b *budgetCore) forget(id string) {
+	if len(b.obs.jobs) > 0 {
+		delete(b.obs.jobs, id)
 	}
 }
 
-// traceRequested emits reserve_requested and returns the tokens before the
+// event adds e, as this budget's, to the step's trace events.
+func (b *budgetCore) event(out *stepOutput, e Event) {
+	e.Actor, e.Budget = b.name, b.key
+	out.events = append(out.events, e)
+}
+
+// traceRequested traces reserve_requested and returns the tokens before the
 // reservation.
-func (a *budgetActor) traceRequested(job JobRef, now uint64) float64 {
-	if !a.tracer.on() {
+func (b *budgetCore) traceRequested(out *stepOutput, now uint64, job JobRef) float64 {
+	if !out.trace {
 		return 0
 	}
-	before := a.core.tokens(a.nowNs)
-	a.tracer.emit(Event{Kind: EventReserveRequested, Actor: a.actorName(), JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, Tokens: tokensPtr(before)})
+	before := b.tokens(now)
+	b.event(out, Event{Kind: EventReserveRequested, JobID: job.ID, Queue: job.Queue, Cost: job.Cost, Tokens: tokensPtr(before)})
 	return before
 }
 
-// traceReserved emits reserve_granted, or reserve_refused and parked with
+// traceReserved traces reserve_granted, or reserve_refused and parked with
 // the job's place in line.
-func (a *budgetActor) traceReserved(job JobRef, granted bool, before float64, now uint64) {
-	if !a.tracer.on() {
+func (b *budgetCore) traceReserved(out *stepOutput, now uint64, job JobRef, granted bool, before float64) {
+	if !out.trace {
 		return
 	}
-	a.remember(job)
+	b.remember(job)
 	kind := EventReserveRefused
 	if granted {
 		kind = EventReserveGranted
 	}
-	after := tokensPtr(a.core.tokens(a.nowNs))
-	name := a.actorName()
-	a.tracer.emit(Event{Kind: kind, Actor: name, JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, TokensBefore: tokensPtr(before), Tokens: after})
+	after := tokensPtr(b.tokens(now))
+	b.event(out, Event{Kind: kind, JobID: job.ID, Queue: job.Queue, Cost: job.Cost, TokensBefore: tokensPtr(before), Tokens: after})
 	if !granted {
-		a.tracer.emit(Event{Kind: EventParked, Actor: name, JobID: job.ID, Queue: job.Queue, Budget: a.core.key, Cost: job.Cost, Tokens: after, Position: a.position(job.ID, job.Priority)})
+		pos, _, _, _ := b.position(job.ID, job.Priority)
+		b.event(out, Event{Kind: EventParked, JobID: job.ID, Queue: job.Queue, Cost: job.Cost, Tokens: after, Position: pos})
 	}
 }
 
-// traceJob emits commit, release, returned or unparked for one job. Only a
+// traceJob traces commit, release, returned or unparked for one job. Only a
 // commit keeps the job remembered (its tokens come back later).
-func (a *budgetActor) traceJob(kind EventKind, jobID string, now uint64) {
-	if !a.tracer.on() {
+func (b *budgetCore) traceJob(out *stepOutput, now uint64, kind EventKind, jobID string) {
+	if !out.trace {
 		if kind != EventCommit {
-			a.forget(jobID)
+			b.forget(jobID)
 		}
 		return
 	}
-	r := a.recall(jobID)
+	r := b.recall(jobID)
 	if kind != EventCommit {
-		a.forget(jobID)
+		b.forget(jobID)
 	}
-	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), JobID: jobID, Queue: r.Queue, Budget: a.core.key, Cost: r.Cost, Tokens: tokensPtr(a.core.tokens(a.nowNs))})
+	b.event(out, Event{Kind: kind, JobID: jobID, Queue: r.Queue, Cost: r.Cost, Tokens: tokensPtr(b.tokens(now))})
 }
 
-// traceWoken emits one woken event per job handed back to the queue.
-func (a *budgetActor) traceWoken(ids []string, reason string, now uint64) {
-	if !a.tracer.on() {
-		if len(a.obs.jobs) > 0 {
+// traceWoken traces one woken event per job handed back to the queue.
+func (b *budgetCore) traceWoken(out *stepOutput, now uint64, ids []string, reason string) {
+	if !out.trace {
+		if len(b.obs.jobs) > 0 {
 			for _, id := range ids {
-				delete(a.obs.jobs, id)
+				delete(b.obs.jobs, id)
 			}
 		}
 		return
 	}
-	tokens := tokensPtr(a.core.tokens(a.nowNs))
-	name := a.actorName()
+	tokens := tokensPtr(b.tokens(now))
 	for _, id := range ids {
-		r := a.recall(id)
-		a.forget(id)
-		a.tracer.emit(Event{Kind: EventWoken, Actor: name, JobID: id, Queue: r.Queue, Budget: a.core.key, Cost: r.Cost, Reason: reason, Tokens: tokens})
+		r := b.recall(id)
+		b.forget(id)
+		b.event(out, Event{Kind: EventWoken, JobID: id, Queue: r.Queue, Cost: r.Cost, Reason: reason, Tokens: tokens})
 	}
 }
 
-// traceTimer emits timer_armed, timer_fired or timer_cancelled with the due
-// time, the head job the timer was armed for and the pool level at now.
-func (a *budgetActor) traceTimer(kind EventKind, due, now uint64) {
-	if !a.tracer.on() {
+// traceTimer traces timer_armed, timer_fired or timer_cancelled with the due
+// time (Unix ms), the head job the timer was armed for and the pool level
+// at now.
+func (b *budgetCore) traceTimer(out *stepOutput, now uint64, kind EventKind, due uint64) {
+	if !out.trace {
 		if kind == EventTimerArmed {
-			a.obs.armedFor = JobRef{}
+			b.obs.armedFor = JobRef{}
 		}
 		return
 	}
 	if kind == EventTimerArmed {
-		a.obs.armedFor, _ = a.core.head()
+		b.obs.armedFor, _ = b.head()
 	}
-	h := a.obs.armedFor
-	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), JobID: h.ID, Queue: h.Queue, Budget: a.core.key, Cost: h.Cost, DueAt: due,
-		Tokens: tokensPtr(a.core.tokens(a.nowNs))})
+	h := b.obs.armedFor
+	b.event(out, Event{Kind: kind, JobID: h.ID, Queue: h.Queue, Cost: h.Cost, DueAt: due, Tokens: tokensPtr(b.tokens(now))})
 }
 
-// traceBudget emits budget_created or budget_updated with the pool level.
-func (a *budgetActor) traceBudget(kind EventKind, now uint64) {
-	if !a.tracer.on() {
+// traceBudget traces budget_created or budget_updated with the pool level.
+func (b *budgetCore) traceBudget(out *stepOutput, now uint64, kind EventKind) {
+	if !out.trace {
 		return
 	}
-	a.tracer.emit(Event{Kind: kind, Actor: a.actorName(), Budget: a.core.key, Tokens: tokensPtr(a.core.tokens(a.nowNs))})
+	b.event(out, Event{Kind: kind, Tokens: tokensPtr(b.tokens(now))})
 }
 
 // budgetDeleted emits budget_deleted from the queue actor.
@@ -265,77 +272,6 @@ func (t *Tracer) budgetDeleted(key string) {
 		return
 	}
 	t.emit(Event{Kind: EventBudgetDeleted, Actor: "queue", Budget: key})
-}
-
-// position is a parked job's place in its budget's line, from 1: the jobs
-// ahead of it that hold it back (those of a consumed queue), plus one. 0
-// when the job is not parked. It walks the jobs ahead: O(position).
-func (a *budgetActor) position(jobID string, priority uint16) int {
-	ref, ok := a.core.parkedRef(jobID, priority)
-	if !ok {
-		return 0
-	}
-	n := 1
-	a.core.parked.AscendLessThan(ref, func(r JobRef) bool {
-		if a.core.consumed(r.Queue) {
-			n++
-		}
-		return true
-	})
-	return n
-}
-
-// affordableAt is when free tokens (settled at the actor's clock, a.nowNs)
-// grow to need, rounded up to the millisecond: now when they already cover
-// it, 0 for while_in_flight budgets (whose tokens come back with acks, not
-// with time). The moment is counted from the same nanosecond clock the
-// tokens were settled at, as the wake timer's is (budgetCore.setTimer), so every
-// read names the same millisecond however far into one it is taken.
-func (a *budgetActor) affordableAt(need, free float64, now uint64) uint64 {
-	if a.core.def.Strategy.Type != protocol.TimeBased {
-		return 0
-	}
-	if free+tokenEpsilon >= need {
-		return now
-	}
-	delay := (need-free)*nsPerMs/a.core.rate() - tokenEpsilon*nsPerMs // ns
-	return addMs(a.nowNs/nsPerMs, ceilMs((float64(a.nowNs%nsPerMs)+delay)/nsPerMs))
-}
-
-// observeState adds to a state snapshot what only observation needs.
-func (a *budgetActor) observeState(s *BudgetState, now uint64) {
-	s.Definition = a.core.def
-	s.At = now
-	if h, ok := a.core.head(); ok {
-		s.HeadQueue = h.Queue
-		s.HeadAffordableAt = a.affordableAt(float64(h.Cost), s.Tokens, now)
-	}
-}
-
-// waiting answers where a parked job stands: its place in line and, on a
-// time_based budget, when the tokens for it and every job ahead of it will
-// have dripped in. Its walk is O(position), like position's.
-func (a *budgetActor) waiting(jobID string, priority uint16, now uint64) *JobWaitingResponse {
-	ref, ok := a.core.parkedRef(jobID, priority)
-	if !ok {
-		return &JobWaitingResponse{}
-	}
-	free := a.core.tokens(a.nowNs)
-	need := float64(ref.Cost)
-	pos := 1
-	a.core.parked.AscendLessThan(ref, func(r JobRef) bool {
-		if a.core.consumed(r.Queue) {
-			pos++
-			need += float64(r.Cost)
-		}
-		return true
-	})
-	return &JobWaitingResponse{Waiting: &protocol.Waiting{
-		Budget:       a.core.key,
-		Cost:         ref.Cost,
-		Position:     pos,
-		AffordableAt: a.affordableAt(need, free, now),
-	}}
 }
 
 // ---------------------------------------------------------------- queue actor hooks

@@ -251,11 +251,19 @@ func TestObserveFilterMatch(t *testing.T) {
 	require.True(t, (&TraceFilter{Budgets: []string{"b2"}}).match(&Event{Kind: EventDispatched, Budgets: []string{"b1", "b2"}}), "a queue event of a job bound to the budget")
 }
 
-// obsHooksActor builds a budget actor and an engine with no subscriber.
-func obsHooksActor() (*budgetActor, *queueCore, *entry, *stream, []string) {
+// obsHooks is a budget core, the output of its steps (nobody tracing) and
+// an engine with no subscriber.
+type obsHooks struct {
+	b      *budgetCore
+	out    stepOutput
+	tracer *Tracer
+}
+
+// obsHooksActor builds a budget core and an engine with no subscriber.
+func obsHooksActor() (*obsHooks, *queueCore, *entry, *stream, []string) {
 	tr := NewTracer()
 	def := protocol.Definition{Allocation: 10, Strategy: protocol.Strategy{Type: protocol.TimeBased, DurationMs: 1000}}
-	a := &budgetActor{core: newBudgetCore("k", def, atMs(1000), nil), tracer: tr}
+	a := &obsHooks{b: newBudgetCore("k", def, atMs(1000), nil), tracer: tr}
 	e := newQueueCore(EngineConfig{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), newConsumedSet(), tr)
 	job := &protocol.Job{ID: "j", Queue: "q"}
 	en := &entry{job: job}
@@ -265,17 +273,20 @@ func obsHooksActor() (*budgetActor, *queueCore, *entry, *stream, []string) {
 }
 
 // obsAllHooks calls every trace and counter hook of the dispatch path once.
-func obsAllHooks(a *budgetActor, e *queueCore, en *entry, s *stream, ids []string) {
+func obsAllHooks(a *obsHooks, e *queueCore, en *entry, s *stream, ids []string) {
 	ref := JobRef{ID: "j", Queue: "q", Cost: 1}
-	before := a.traceRequested(ref, 1000)
-	a.traceReserved(ref, true, before, 1000)
-	a.traceJob(EventCommit, "j", 1000)
-	a.traceJob(EventRelease, "j", 1000)
-	a.traceJob(EventReturned, "j", 1000)
-	a.traceWoken(ids, "refill", 1000)
-	a.traceTimer(EventTimerArmed, 1500, 1000)
-	a.traceTimer(EventTimerFired, 1500, 1500)
-	a.traceBudget(EventBudgetUpdated, 1000)
+	b, out, now := a.b, &a.out, atMs(1000)
+	out.trace = a.tracer.on()
+	before := b.traceRequested(out, now, ref)
+	b.traceReserved(out, now, ref, true, before)
+	b.traceJob(out, now, EventCommit, "j")
+	b.traceJob(out, now, EventRelease, "j")
+	b.traceJob(out, now, EventReturned, "j")
+	b.traceWoken(out, now, ids, "refill")
+	b.traceTimer(out, now, EventTimerArmed, 1500)
+	b.traceTimer(out, atMs(1500), EventTimerFired, 1500)
+	b.traceBudget(out, now, EventBudgetUpdated)
+	applyStep(out, nopShell{}, a.tracer)
 	a.tracer.budgetDeleted("k")
 	e.makeReadyTraceOnly(en)
 	e.observeEnqueued(en.job)
@@ -283,6 +294,17 @@ func obsAllHooks(a *budgetActor, e *queueCore, en *entry, s *stream, ids []strin
 	e.observeAcked(1000, en)
 	e.observeFailed(1000, en.job)
 }
+
+// nopShell applies a budget step's output nowhere.
+type nopShell struct{}
+
+func (nopShell) send(queueMsg)                   {}
+func (nopShell) newAnswer() *ReserveResponse     { return &nopAnswer }
+func (nopShell) stopTimer(bool)                  {}
+func (nopShell) armTimer(uint64, uint64, uint64) {}
+func (nopShell) respond(any)                     {}
+
+var nopAnswer ReserveResponse
 
 // makeReadyTraceOnly is the trace call makeReady makes.
 func (e *queueCore) makeReadyTraceOnly(en *entry) { e.tracer.job(EventReady, en.job, 0) }
@@ -296,6 +318,30 @@ func TestObserveHooksDoNotAllocate(t *testing.T) {
 	require.EqualValues(t, 1001+1, e.obs.queues["q"].enqueued)
 }
 
+// budgetCycle is one job's reserve, commit and return through the budget's
+// step function, applied as the actor applies it.
+func budgetCycle(b *budgetCore, out *stepOutput, tracer *Tracer, reserve *ReserveRequest, commit *CommitReservation, ret *ReturnTokens) {
+	for _, m := range []budgetMsg{reserve, commit, ret} {
+		out.trace = tracer.on()
+		b.step(atMs(1000), m, out)
+		applyStep(out, nopShell{}, tracer)
+	}
+}
+
+// TestBudgetStepDoesNotAllocate: with nobody tracing, a budget's steps for
+// a job that reserves, commits and returns its tokens allocate nothing
+// (the answer aside, which the shell allocates: here it reuses one).
+func TestBudgetStepDoesNotAllocate(t *testing.T) {
+	def := protocol.Definition{Allocation: 10, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
+	b, out, tr := newBudgetCore("k", def, atMs(1000), nil), &stepOutput{}, NewTracer()
+	ref := JobRef{ID: "j", Queue: "q", Cost: 1}
+	reserve, commit, ret := &ReserveRequest{Job: ref}, &CommitReservation{JobID: "j"}, &ReturnTokens{JobID: "j", Cost: 1}
+	allocs := testing.AllocsPerRun(1000, func() { budgetCycle(b, out, tr, reserve, commit, ret) })
+	require.Zero(t, allocs, "budget steps allocate with no subscriber")
+	require.EqualValues(t, 0, b.inFlight)
+	require.EqualValues(t, 1001, b.dispatches)
+}
+
 // BenchmarkObserveHooksOff is every dispatch-path trace and counter hook
 // with no subscriber: 0 allocs/op.
 func BenchmarkObserveHooksOff(b *testing.B) {
@@ -307,14 +353,15 @@ func BenchmarkObserveHooksOff(b *testing.B) {
 	}
 }
 
-// BenchmarkObserveBudgetCycle is a budget's reserve, commit and return with
-// the trace hooks around them, without and with a subscriber that keeps up.
+// BenchmarkObserveBudgetCycle is a budget's reserve, commit and return
+// through its step function, traced or not, without and with a subscriber
+// that keeps up.
 func BenchmarkObserveBudgetCycle(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprintf("subscribed=%v", on), func(b *testing.B) {
 			tr := NewTracer()
 			def := protocol.Definition{Allocation: 10, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
-			a := &budgetActor{core: newBudgetCore("k", def, atMs(1000), nil), tracer: tr}
+			core, out := newBudgetCore("k", def, atMs(1000), nil), &stepOutput{}
 			if on {
 				sub := tr.Subscribe(1 << 12)
 				done := make(chan struct{})
@@ -326,16 +373,11 @@ func BenchmarkObserveBudgetCycle(b *testing.B) {
 				defer func() { sub.Close(); close(sub.C); <-done }()
 			}
 			ref := JobRef{ID: "j", Queue: "q", Cost: 1}
+			reserve, commit, ret := &ReserveRequest{Job: ref}, &CommitReservation{JobID: "j"}, &ReturnTokens{JobID: "j", Cost: 1}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				before := a.traceRequested(ref, 1000)
-				out := a.core.reserve(1000, ref, false)
-				a.traceReserved(ref, out.granted, before, 1000)
-				a.core.commit(1000, ref.ID)
-				a.traceJob(EventCommit, ref.ID, 1000)
-				a.core.finish(1000, ref.Cost)
-				a.traceJob(EventReturned, ref.ID, 1000)
+				budgetCycle(core, out, tr, reserve, commit, ret)
 			}
 		})
 	}
@@ -510,9 +552,11 @@ func TestObserveTimerEventsCarryThePoolLevel(t *testing.T) {
 	a, _, _, _, _ := obsHooksActor()
 	sub := a.tracer.Subscribe(16)
 	defer sub.Close()
-	a.traceTimer(EventTimerArmed, 1500, 1000)
-	a.traceTimer(EventTimerFired, 1500, 1500)
-	a.traceTimer(EventTimerCancelled, 1500, 1200)
+	a.out.trace = a.tracer.on()
+	a.b.traceTimer(&a.out, atMs(1000), EventTimerArmed, 1500)
+	a.b.traceTimer(&a.out, atMs(1500), EventTimerFired, 1500)
+	a.b.traceTimer(&a.out, atMs(1200), EventTimerCancelled, 1500)
+	applyStep(&a.out, nopShell{}, a.tracer)
 	for _, kind := range []EventKind{EventTimerArmed, EventTimerFired, EventTimerCancelled} {
 		e := <-sub.C
 		require.Equal(t, kind, e.Kind)

@@ -321,9 +321,9 @@ func (a *queueActor) toBudget(key string, msg budgetMsg) {
 func (a *queueActor) spawnBudget(b protocol.Budget) {
 	self := a.ctx.Self()
 	core := newBudgetCore(b.Key, b.Definition(), nanos(a.clock.Now()), a.consumed.has)
-	epoch := a.eng.epoch
+	core.epoch = a.eng.epoch
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer, epoch: epoch}
+		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer}
 	})
 	a.budgets[b.Key] = &outLink[budgetMsg]{pid: a.ctx.Spawn(props)}
 }

@@ -98,6 +98,9 @@ type entry struct {
 	// parkedPrio is the priority the job parked with on parkedOn (its
 	// place in that budget's list).
 	parkedPrio uint16
+	// slot is the entry's place in queueCore.slots (0: none), given when
+	// it first asks a budget (entry_slots.go).
+	slot uint32
 }
 
 // reservation is a job gathering holds from its budgets in key order.
@@ -215,6 +218,9 @@ type queueCore struct {
 		commits  slab[CommitReservation]
 		returns  slab[ReturnTokens]
 	}
+	// slots makes entries addressable by value, for budget answers
+	// (entry_slots.go)
+	slots entrySlots
 	// reservations are short-lived too (a job holds one between leaving
 	// the ready index and its dispatch or parking)
 	reservations slab[reservation]

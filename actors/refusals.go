@@ -110,6 +110,7 @@ func (e *queueCore) forgetJob(now uint64, en *entry) {
 	e.detach(en)
 	delete(e.jobs, id)
 	en.state = stGone
+	e.slots.release(en)
 	e.unsched(en)
 	e.unbind(en.job)
 	e.releaseUnique(en.job)

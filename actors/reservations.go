@@ -43,7 +43,7 @@ func (e *queueCore) askNext(en *entry) {
 	b := en.resv.bindings[en.resv.idx]
 	last := en.resv.idx == len(en.resv.bindings)-1
 	r := e.msgs.reserves.new()
-	*r = ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}, Commit: last, en: en}
+	*r = ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}, Commit: last, entry: e.slots.ref(en)}
 	e.out.toBudget(b.Key, r)
 }
 
@@ -87,17 +87,14 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 		return // from a budget of a former life of the queue actor
 	}
 	defer e.runDeferred(now, m.JobID)
-	en := m.en // the entry the request named (stGone once the job left)
-	if en == nil {
-		en = e.jobs[m.JobID]
-	}
+	en := e.slots.get(m.entry) // nil once the job left
 	if en == nil || en.state != stReserving || en.resv.bindings[en.resv.idx].Key != m.Key {
 		// The job left (deleted, reset) while asking: give a hold (or a
 		// final reservation's debit) back, or take it off the parked list a
 		// refusal put it on.
 		switch {
 		case m.Committed:
-			e.out.toBudget(m.Key, &RefundTokens{JobID: m.JobID, Cost: m.Cost, by: m.by})
+			e.out.toBudget(m.Key, &RefundTokens{JobID: m.JobID, Cost: m.Cost, Incarnation: m.Incarnation})
 		case m.Granted:
 			e.out.toBudget(m.Key, &ReleaseReservation{JobID: m.JobID})
 		default:
@@ -134,7 +131,7 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 		en.resv.idx = len(held)
 		e.releaseHolds(en)
 		if m.Committed {
-			e.out.toBudget(m.Key, &RefundTokens{JobID: en.job.ID, Cost: m.Cost, by: m.by})
+			e.out.toBudget(m.Key, &RefundTokens{JobID: en.job.ID, Cost: m.Cost, Incarnation: m.Incarnation})
 		}
 		e.makeReady(en)
 		e.pump(now)

@@ -10,7 +10,7 @@ import (
 // Budget answers travel through mailboxes, so the queue actor may read one
 // after the budget or the engine that it concerns has gone. These tests
 // play such races with real budget actors (driven without an actor system:
-// a while_in_flight budget never arms a timer, so handle needs no context)
+// a while_in_flight budget never arms a timer, so step needs no context)
 // and check that a stale answer changes nothing.
 
 // keyedOutbox is a recordingOutbox that also keeps the budget key of each
@@ -54,14 +54,16 @@ var inFlightOne = protocol.Definition{Allocation: 1, Strategy: protocol.Strategy
 // newInFlightBudget is a budget actor of key "b", allocation 1, made for
 // the engine of the given epoch.
 func newInFlightBudget(epoch uint64) *budgetActor {
-	return &budgetActor{core: newBudgetCore("b", inFlightOne, atMs(0), nil), tracer: NewTracer(), epoch: epoch}
+	core := newBudgetCore("b", inFlightOne, atMs(0), nil)
+	core.epoch = epoch
+	return &budgetActor{core: core, tracer: NewTracer()}
 }
 
 // deliver hands msgs to the budget actor a and returns its answers to the
 // queue actor.
 func deliver(a *budgetActor, msgs []keyedMsg) []queueMsg {
 	for _, km := range msgs {
-		a.handle(nil, km.m, 0)
+		a.step(0, km.m)
 	}
 	out := a.toQueue.pending
 	a.toQueue = outLink[queueMsg]{}
