@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/protocol"
 )
 
 // budgetActor is the shell of one budget: it feeds each message to its
@@ -17,8 +19,14 @@ import (
 // Accepts: the budgetMsg set in messages.go, from the queue actor.
 // Answers: ReserveResponse and JobsWoken, to the queue actor; queries to
 // their sender.
-// Supervisor: the queue actor, which spawned it; it writes no keys: the
-// queue actor persists definitions, pools are memory only (SPEC §4.9).
+// Supervision: it handles its own failure. A panic in Receive is recovered
+// there: what the failing message decided is dropped, what the messages
+// before it decided is sent, BudgetFailed goes to the queue actor with the
+// pool as it stood before the failing message, and the actor stops; the
+// queue actor makes it anew from its own state (budget_recovery.go). It
+// never restarts in place, since its state may be half changed.
+// Writes no keys: the queue actor persists definitions, pools are memory
+// only (SPEC §4.9).
 type budgetActor struct {
 	core   *budgetCore
 	clock  Clock
@@ -30,6 +38,14 @@ type budgetActor struct {
 	cancelTimer func()
 	out         stepOutput // reused by every step
 
+	// The checkpoint before each step: the answers pending then and the
+	// time_based pool. A step that panics is undone to it.
+	sentBefore  int
+	levelBefore float64
+	atNsBefore  uint64
+	stepping    budgetMsg // the message being stepped
+	failed      bool      // it failed and is stopping
+
 	toQueue outLink[queueMsg] // to the queue actor, flushed at the end of each Receive (batching.go)
 
 	// answers holds the ReserveResponses of the batch being handled,
@@ -40,6 +56,12 @@ type budgetActor struct {
 
 func (a *budgetActor) Receive(ctx actor.Context) {
 	a.ctx = ctx
+	if a.failed {
+		a.stopTimer(false)
+		return // stopping: it has reported its failure
+	}
+	a.checkpoint()
+	defer a.recoverFailure()
 	// The pool is kept in ns (SPEC §4.4, precision).
 	now := nanos(a.clock.Now())
 	switch m := ctx.Message().(type) {
@@ -65,12 +87,43 @@ func (a *budgetActor) Receive(ctx actor.Context) {
 
 // step runs the core's step on m and applies its output.
 func (a *budgetActor) step(now uint64, m budgetMsg) {
+	a.checkpoint()
+	a.stepping = m
 	a.out.trace = a.tracer.on()
 	a.core.step(now, m, &a.out)
 	if a.out.unhandled != nil {
 		a.log.Warn("budget actor: unhandled message", "type", fmt.Sprintf("%T", m))
 	}
 	applyStep(&a.out, a, a.tracer)
+}
+
+// checkpoint notes what a failing step is undone to.
+func (a *budgetActor) checkpoint() {
+	a.sentBefore = len(a.toQueue.pending)
+	a.levelBefore, a.atNsBefore = a.core.level, a.core.at
+	a.stepping = nil
+}
+
+// recoverFailure handles a panic of Receive (see the type's comment).
+func (a *budgetActor) recoverFailure() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	ctx := a.ctx
+	a.failed = true
+	a.log.Error("budget actor failed; the queue actor makes it anew", "panic", r)
+	clear(a.toQueue.pending[a.sentBefore:])
+	a.toQueue.pending = a.toQueue.pending[:a.sentBefore]
+	a.toQueue.flush(ctx, newQueueBatch)
+	ctx.Send(a.toQueue.pid, &BudgetFailed{
+		Key: a.core.key, Incarnation: a.core.incarnation, Reason: fmt.Sprint(r), epoch: a.core.epoch,
+		Level: a.levelBefore, At: a.atNsBefore, Pool: a.core.def.Strategy.Type == protocol.TimeBased,
+		Held: a.core.heldBefore(a.stepping),
+	})
+	a.stopTimer(false)
+	ctx.Stop(ctx.Self())
+	a.ctx = nil
 }
 
 func countReserves(msgs []budgetMsg) int {

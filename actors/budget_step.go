@@ -89,6 +89,9 @@ func (b *budgetCore) step(now uint64, msg budgetMsg, out *stepOutput) {
 		b.wake(now, out, b.evaluate(now), "update")
 	case *budgetWake:
 		b.onWake(now, m, out)
+	case *RestoreBudget:
+		b.restore(m)
+		b.wake(now, out, b.evaluate(now), "update")
 	case *budgetStarted:
 		b.traceBudget(out, now, EventBudgetCreated)
 	case *budgetStopping:

@@ -216,6 +216,10 @@ type simBudget struct {
 	timerAt  uint64 // a SendOnce that has not fired yet (Unix ms; 0: none)
 	timerGen uint64
 	stopped  bool
+	failed   bool // it failed (failBudget) and reported it
+	// restoring is set while the RestoreBudget that makes it anew after a
+	// failure waits in the FIFO: its holds are not there yet
+	restoring bool
 
 	periodStart uint64        // seq of the last definition change (spawn, ApplyDefinition)
 	commits     []modelCommit // time_based commits granted in this period
@@ -246,8 +250,9 @@ func (v *modelViolation) Error() string {
 }
 
 type simStats struct {
+	budgetFailures,
 	ops, messages, deliveries, dispatches, commits, grants, refusals, wakes, restarts, quiescentChecks, timerFires, wokenClaims, deleteReserving, deleteUnwritten int
-	maxLive                                                                                                                                                       int
+	maxLive int
 }
 
 type sim struct {
@@ -288,10 +293,13 @@ type sim struct {
 
 	ignore map[string]bool
 	avoid  map[string]bool
-	trace  func(string)
-	viol   *modelViolation
-	stats  simStats
-	ops    []simOp
+	// budgetFaults, when set, makes budget actors fail now and then
+	// (TestModelBudgetFailures): see failBudget.
+	budgetFaults *rand.Rand
+	trace        func(string)
+	viol         *modelViolation
+	stats        simStats
+	ops          []simOp
 }
 
 func newSim(tb testing.TB, seed uint64, dir string) *sim {
@@ -424,13 +432,16 @@ func (s *sim) toBudget(key string, msg budgetMsg) {
 		// The grant was answered and nothing releases it before the commit,
 		// so the hold must be there: otherwise the job dispatches without
 		// debiting the budget.
-		if _, held := sb.core.holds[c.JobID]; !held {
+		if _, held := sb.core.holds[c.JobID]; !held && !sb.restoring {
 			s.fail("commit-without-hold", "engine commits job %s on %s, which holds nothing for it", c.JobID, key)
 		}
 		s.countCommit(c.JobID, key, 1)
 	}
 	if r, ok := msg.(*RefundTokens); ok {
 		s.countCommit(r.JobID, key, -1)
+	}
+	if _, ok := msg.(*RestoreBudget); ok {
+		sb.restoring = true
 	}
 	s.push(simMsg{to: sb, bm: msg})
 }
@@ -453,6 +464,11 @@ func (s *sim) spawnBudget(b protocol.Budget) {
 	}
 	sb := &simBudget{s: s, key: b.Key, core: newBudgetCore(b.Key, b.Definition(), s.now*nsPerMs, s.consumed.has), periodStart: s.seq}
 	sb.core.epoch = s.eng.epoch
+	if old := s.budgets[b.Key]; old != nil && old.failed {
+		// made anew after a failure: the same pool goes on, and so do
+		// the dispatch windows it is checked against
+		sb.periodStart, sb.commits = old.periodStart, old.commits
+	}
 	s.budgets[b.Key] = sb
 }
 
@@ -543,6 +559,11 @@ func (s *sim) handleQueue(m any) {
 		s.eng.onReserveResponse(now, m)
 	case *JobsWoken:
 		s.eng.onJobsWoken(now, m)
+	case *BudgetFailed:
+		// as the queue actor: only a failure of the budget it has now
+		if sb := s.budgets[m.Key]; sb != nil && sb.core.incarnation == m.Incarnation {
+			s.eng.onBudgetFailed(m)
+		}
 	case *JobsDue:
 		s.eng.onJobsDue(now, m.IDs)
 	case *StreamWritten:
@@ -560,6 +581,13 @@ func (s *sim) handleQueue(m any) {
 func (s *sim) stepBudget(sb *simBudget, m budgetMsg) {
 	if sb.stopped {
 		return // dead letter
+	}
+	if s.budgetFaults != nil && s.budgetFaults.Float64() < simBudgetFaultRate {
+		s.failBudget(sb, m)
+		return
+	}
+	if _, ok := m.(*RestoreBudget); ok {
+		sb.restoring = false
 	}
 	c := sb.core
 	var earlier *JobRef // a reservation: the head it must not overtake
@@ -645,6 +673,25 @@ func (s *sim) stepBudget(sb *simBudget, m budgetMsg) {
 	}
 	applyStep(out, sb, s.tracer)
 	s.afterEngine() // drain the trace events
+}
+
+// simBudgetFaultRate is the share of budget messages a budget fails on
+// when faults are on.
+const simBudgetFaultRate = 0.003
+
+// failBudget is a budget actor failing on m, as budgetActor.recoverFailure
+// handles it: the step runs (and may have changed the core half way), but
+// what it decided is lost; the budget reports its pool as it stood before
+// m, and is gone (what is sent to it from now on is a dead letter).
+func (s *sim) failBudget(sb *simBudget, m budgetMsg) {
+	c := sb.core
+	level, at := c.level, c.at
+	c.step(s.now*nsPerMs, m, &sb.out)
+	sb.out.reset()
+	s.stats.budgetFailures++
+	sb.stopped, sb.failed, sb.timerAt = true, true, 0
+	s.push(simMsg{qm: &BudgetFailed{Key: sb.key, Incarnation: c.incarnation, Level: level, At: at, Pool: c.def.Strategy.Type == protocol.TimeBased,
+		Held: c.heldBefore(m), epoch: c.epoch}})
 }
 
 // The budgetShell a simBudget is.
@@ -2186,6 +2233,11 @@ func runModel(tb testing.TB, seed uint64, nOps int, replay []simOp) modelResult 
 }
 
 func runModelOpts(tb testing.TB, seed uint64, nOps int, replay []simOp, live bool) modelResult {
+	return runModelSetup(tb, seed, nOps, replay, live, nil)
+}
+
+// runModelSetup is runModelOpts with setup called on the new sim first.
+func runModelSetup(tb testing.TB, seed uint64, nOps int, replay []simOp, live bool, setup func(*sim)) modelResult {
 	dir, err := os.MkdirTemp("", "tollgate-model-")
 	if err != nil {
 		tb.Fatal(err)
@@ -2193,6 +2245,9 @@ func runModelOpts(tb testing.TB, seed uint64, nOps int, replay []simOp, live boo
 	defer os.RemoveAll(dir)
 	s := newSim(tb, seed, dir)
 	defer s.close()
+	if setup != nil {
+		setup(s)
+	}
 	// MODEL_IGNORE=cat1,cat2 skips invariant categories, MODEL_AVOID=delete-mid
 	// keeps deletes away from jobs in the middle of a dispatch: both help to
 	// look past a known bug.

@@ -45,8 +45,11 @@ type queueActor struct {
 	// (batching.go).
 	budgets   map[string]*outLink[budgetMsg]
 	toBudgets []*outLink[budgetMsg]
-	stats     StartupStats
-	loadErr   error
+	// incarnations is the incarnation of each key's budget actor now: a
+	// failure reported by an earlier one is old news.
+	incarnations map[string]uint64
+	stats        StartupStats
+	loadErr      error
 }
 
 // loadChunkBytes and loadChunkWrites bound one commit of the writes made
@@ -129,6 +132,10 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 		a.eng.onReserveResponse(now, m)
 	case *JobsWoken:
 		a.eng.onJobsWoken(now, m)
+	case *BudgetFailed:
+		if a.incarnations[m.Key] == m.Incarnation {
+			a.eng.onBudgetFailed(m)
+		}
 	case *queueBatch:
 		a.eng.beginBatch()
 		for _, inner := range m.Msgs {
@@ -227,6 +234,7 @@ func (a *queueActor) replier(ctx actor.Context) func(any) {
 // actor serves anything.
 func (a *queueActor) start(ctx actor.Context, now uint64) {
 	a.budgets = make(map[string]*outLink[budgetMsg])
+	a.incarnations = make(map[string]uint64)
 	a.self = ctx.Self()
 	a.scheduler = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return newSchedulerActor(ctx.Self(), a.clock, a.timers, a.log.With("component", "scheduler"))
@@ -322,6 +330,7 @@ func (a *queueActor) spawnBudget(b protocol.Budget) {
 	self := a.ctx.Self()
 	core := newBudgetCore(b.Key, b.Definition(), nanos(a.clock.Now()), a.consumed.has)
 	core.epoch = a.eng.epoch
+	a.incarnations[b.Key] = core.incarnation
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer}
 	})
@@ -333,6 +342,7 @@ func (a *queueActor) stopBudget(key string) {
 		l.flush(a.ctx, newBudgetBatch) // what it was sent before it stops
 		a.ctx.Stop(l.pid)
 		delete(a.budgets, key)
+		delete(a.incarnations, key)
 		a.tracer.budgetDeleted(key)
 	}
 }

@@ -1,0 +1,173 @@
+package actors
+
+// Recovery from a failed budget actor. A panic inside a budget actor's
+// Receive (a bug in its step, or in what applies it) is caught by the actor
+// itself: it drops whatever the failing message decided, sends what the
+// messages before it decided, reports BudgetFailed with its pool level as
+// it stood before that message, and stops. The queue actor then makes the
+// budget anew and rebuilds its state from its own view, which is the truth
+// for everything a budget knows of jobs:
+//
+//   - in flight: the cost of the jobs in flight bound to the budget;
+//   - holds: the jobs reserving that the budget granted already (a key
+//     before the one they await);
+//   - parked: the jobs parked on it, with the priority they parked with;
+//   - the jobs awaiting its answer ask the new budget again (an answer the
+//     old one never sent is the same as one lost with the failing message);
+//   - a time_based pool keeps the level the report carries, less the
+//     debits of the commits the old budget never handled: jobs in flight
+//     in the view that the report says it still held for.
+//
+// Messages the queue sent the old budget after it failed are lost, but none
+// matters: each changed something the view already shows (a commit, a
+// release, a return, an unpark, a new definition) or is re-sent (a
+// reservation). The failed budget sends nothing after its report, so no
+// answer of it can arrive once the new one stands. So no parked job is
+// stranded, and no token is lost or counted twice
+// (TestBudgetActorPanicRecovers, TestModelBudgetFailures). One exception,
+// on the safe side: time_based tokens a refund sent to the failed budget
+// would have given back are not given back (they drip in again).
+
+import (
+	"slices"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// BudgetFailed reports that a budget actor failed and stopped.
+type BudgetFailed struct {
+	Key         string
+	Incarnation uint64 // the failed budget's
+	// Level and At are its time_based pool (Unix ns) before the message it
+	// failed on (Pool is false for a while_in_flight budget).
+	Level float64
+	At    uint64
+	Pool  bool
+	// Held lists the jobs it held tokens for then (granted, not yet
+	// committed or released).
+	Held []string
+	// Reason is what the panic said, for the log.
+	Reason string
+	epoch  uint64
+}
+
+// RestoreBudget is the first message of a budget made anew after a
+// failure: the state the queue actor's view gives it.
+type RestoreBudget struct {
+	// Level and At (Unix ns) are the time_based pool to resume, when
+	// Pool is set; otherwise the new pool starts as any new one does.
+	Level    float64
+	At       uint64
+	Pool     bool
+	InFlight uint64
+	Holds    []JobHold
+	Parked   []JobRef
+}
+
+// JobHold is a reservation a budget granted and the job still holds.
+type JobHold struct {
+	JobID string
+	Cost  uint32
+}
+
+func (*BudgetFailed) isQueueMsg()   {}
+func (*RestoreBudget) isBudgetMsg() {}
+
+// restore takes over the state a failed predecessor had, as the queue
+// actor's view gives it.
+func (b *budgetCore) restore(m *RestoreBudget) {
+	if m.Pool && b.def.Strategy.Type == protocol.TimeBased {
+		b.level = min(m.Level, float64(b.def.Capacity()))
+		b.at = m.At
+	}
+	b.inFlight = m.InFlight
+	for _, h := range m.Holds {
+		b.holds[h.JobID] = h.Cost
+		b.held += uint64(h.Cost)
+	}
+	for _, r := range m.Parked {
+		b.park(r)
+	}
+}
+
+// heldBefore lists the jobs the core held tokens for before the step on m
+// began, m having failed: a step changes at most the hold of m's job, and a
+// commit that failed had not taken its hold yet.
+func (b *budgetCore) heldBefore(m budgetMsg) []string {
+	ids := make([]string, 0, len(b.holds)+1)
+	for id := range b.holds {
+		ids = append(ids, id)
+	}
+	if c, ok := m.(*CommitReservation); ok {
+		ids = append(ids, c.JobID)
+	}
+	return ids
+}
+
+// onBudgetFailed makes the failed budget anew from the view (see above).
+// It walks every unfinished job: O(jobs), once per failure.
+func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
+	if m.epoch != e.epoch {
+		return
+	}
+	be := e.budgets[m.Key]
+	if be == nil {
+		return // deleted meanwhile
+	}
+	e.log.Error("budget actor failed; made anew from the queue's state", "budget", m.Key, "err", m.Reason)
+	key := m.Key
+	e.out.spawnBudget(be.budget)
+	r := &RestoreBudget{Level: m.Level, At: m.At, Pool: m.Pool}
+	held := make(map[string]bool, len(m.Held))
+	for _, id := range m.Held {
+		held[id] = true
+	}
+	var ask []*entry
+	for _, en := range e.jobs {
+		switch en.state {
+		case stInFlight:
+			if c, ok := bindingCost(en.job.Budgets, key); ok {
+				r.InFlight += uint64(c)
+				if held[en.job.ID] && r.Pool {
+					r.Level -= float64(c) // its commit never reached the old budget
+				}
+			}
+		case stParked:
+			if en.parkedOn == key {
+				c, _ := bindingCost(en.job.Budgets, key)
+				r.Parked = append(r.Parked, JobRef{ID: en.job.ID, Queue: en.job.Queue, Cost: c, Priority: en.parkedPrio})
+			}
+		case stReserving:
+			for i, b := range en.resv.bindings {
+				switch {
+				case b.Key != key:
+				case i < en.resv.idx:
+					r.Holds = append(r.Holds, JobHold{JobID: en.job.ID, Cost: b.Cost})
+				case i == en.resv.idx:
+					ask = append(ask, en)
+				}
+			}
+		}
+	}
+	e.out.toBudget(key, r)
+	// ask again in dispatch order, as the pump asked first
+	slices.SortFunc(ask, func(a, b *entry) int {
+		if refLess(JobRef{ID: a.job.ID, Priority: a.job.Priority}, JobRef{ID: b.job.ID, Priority: b.job.Priority}) {
+			return -1
+		}
+		return 1
+	})
+	for _, en := range ask {
+		e.askNext(en)
+	}
+}
+
+// bindingCost is the cost of the binding to key.
+func bindingCost(bs []protocol.Binding, key string) (uint32, bool) {
+	for _, b := range bs {
+		if b.Key == key {
+			return b.Cost, true
+		}
+	}
+	return 0, false
+}
