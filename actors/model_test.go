@@ -248,6 +248,7 @@ func (v *modelViolation) Error() string {
 type simStats struct {
 	ops, messages, deliveries, dispatches, commits, grants, refusals, wakes, restarts, quiescentChecks, timerFires, wokenClaims, deleteReserving, deleteUnwritten int
 	maxLive                                                                                                                                                       int
+	batches, overtaken                                                                                                                                            int // batched messages delivered; deliveries ahead of an older message
 }
 
 type sim struct {
@@ -268,8 +269,7 @@ type sim struct {
 	seq      uint64
 	opIndex  int
 
-	q     []simMsg
-	qhead int
+	mail simMail // the actors' mailboxes (model_interleave_test.go)
 
 	heldWrites []uint64 // StreamWritten of slow writers, sent when the clock moves
 
@@ -314,6 +314,7 @@ func newSim(tb testing.TB, seed uint64, dir string) *sim {
 	}
 
 	s.sub = s.tracer.Subscribe(1 << 15)
+	s.mail = newSimMail(seed)
 	s.cfg = EngineConfig{
 		DefaultRetryLimit: 3,
 		DefaultBackoff:    protocol.Backoff{Exponent: 1, BaseMs: 50, JitterMs: 100},
@@ -357,7 +358,7 @@ func (s *sim) close() {
 
 // start builds a fresh engine and loads it exactly like queueActor.start.
 func (s *sim) start() {
-	s.q, s.qhead = nil, 0
+	s.mail.reset()
 	s.budgets = make(map[string]*simBudget)
 	s.sched = make(map[string]uint64)
 	s.consumed = newConsumedSet()
@@ -485,34 +486,25 @@ func (s *sim) budgetKeys() []string {
 	return keys
 }
 
-func (s *sim) push(m simMsg) { s.q = append(s.q, m) }
+func (s *sim) push(m simMsg) { s.mail.send(m) }
 
-func (s *sim) pending() int { return len(s.q) - s.qhead }
+func (s *sim) pending() int { return s.mail.n }
 
 // ---------------------------------------------------------------- message processing
 
-// step processes the oldest message; it reports false when there was none.
+// step delivers the next message of one mailbox (chosen by s.mail's
+// policy); it reports false when there was none.
 func (s *sim) step() bool {
-	if s.qhead >= len(s.q) {
+	m, ok := s.mail.next()
+	if !ok {
 		return false
 	}
-	m := s.q[s.qhead]
-	s.q[s.qhead] = simMsg{}
-	s.qhead++
-	if s.qhead >= 4096 && s.qhead*2 >= len(s.q) {
-		s.q = append([]simMsg(nil), s.q[s.qhead:]...)
-		s.qhead = 0
-	}
+	s.stats.overtaken = s.mail.overtaken
 	s.seq++
 	s.stats.messages++
-	if s.trace != nil {
-		s.trace(s.describe(m))
-	}
-	if m.to != nil {
-		s.handleBudget(m.to, m.bm)
-	} else {
-		s.handleQueue(m.qm)
-	}
+	s.mail.beginReceive()
+	s.receive(m)
+	s.mail.endReceive()
 	s.poll()
 	s.checkWhileInFlight()
 	return true
@@ -1378,6 +1370,7 @@ func (s *sim) exec(op simOp) {
 		s.trace(fmt.Sprintf("t=%d op %d: %s", s.now-simEpoch, s.opIndex, op))
 	}
 	s.stats.ops++
+	s.mail.beginReceive() // the op is one Receive of the queue actor
 	switch op.Kind {
 	case opEnqueue:
 		s.doEnqueue(op)
@@ -1420,6 +1413,7 @@ func (s *sim) exec(op simOp) {
 	case opReset:
 		s.doReset()
 	}
+	s.mail.endReceive()
 	s.afterEngine()
 	s.poll()
 	s.checkWhileInFlight()
@@ -2267,8 +2261,8 @@ func TestModelRandomized(t *testing.T) {
 			start := time.Now()
 			res := runModel(t, seed, nOps, nil)
 			st := res.stats
-			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %v simulated, %v",
-				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.deleteReserving, st.deleteUnwritten,
+			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %d batches, %d deliveries ahead of an older message, %v simulated, %v",
+				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.deleteReserving, st.deleteUnwritten, st.batches, st.overtaken,
 				time.Duration(res.now-simEpoch)*time.Millisecond, time.Since(start).Round(time.Millisecond))
 			if res.viol != nil {
 				from := max(0, res.viol.op-40)
