@@ -178,7 +178,17 @@ func (m *simMail) next() (simMsg, bool) {
 			}
 		}
 	}
-	mb := m.active[i]
+	return m.take(m.active[i]), true
+}
+
+// take takes the next message of mailbox mb, which is not empty.
+func (m *simMail) take(mb *simMailbox) simMsg {
+	i := 0
+	for j, o := range m.active {
+		if o == mb {
+			i = j
+		}
+	}
 	for _, o := range m.active {
 		if o.seqs[o.head] < mb.seqs[mb.head] {
 			m.overtaken++ // an older message of another actor waits
@@ -193,7 +203,12 @@ func (m *simMail) next() (simMsg, bool) {
 			delete(m.budgets, mb.to)
 		}
 	}
-	return msg, true
+	return msg
+}
+
+// stepFrom delivers the next message of mailbox mb (directed scenarios).
+func (s *sim) stepFrom(mb *simMailbox) {
+	s.handleMsg(s.mail.take(mb))
 }
 
 // receive hands one message to its actor; a batch is handled in order, as

@@ -500,6 +500,12 @@ func (s *sim) step() bool {
 		return false
 	}
 	s.stats.overtaken = s.mail.overtaken
+	s.handleMsg(m)
+	return true
+}
+
+// handleMsg has one actor handle m as one Receive, then fires what came due.
+func (s *sim) handleMsg(m simMsg) {
 	s.seq++
 	s.stats.messages++
 	s.mail.beginReceive()
@@ -507,7 +513,6 @@ func (s *sim) step() bool {
 	s.mail.endReceive()
 	s.poll()
 	s.checkWhileInFlight()
-	return true
 }
 
 func (s *sim) drain(k int) {
