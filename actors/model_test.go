@@ -964,8 +964,8 @@ func (s *sim) checkQuiescent() {
 	}
 
 	// the store holds what memory holds, and group bookkeeping is exact
-	// (every 8th check: it reads every job)
-	if s.stats.quiescentChecks%8 == 0 {
+	// (every 16th check: it reads every job)
+	if s.stats.quiescentChecks%16 == 0 {
 		if msg := s.storeViolation(); msg != "" {
 			s.fail("store", "%s", msg)
 			return
@@ -2263,6 +2263,7 @@ func TestModelRandomized(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel() // each seed has its own sim and store
 			start := time.Now()
 			res := runModel(t, seed, nOps, nil)
 			st := res.stats
