@@ -5,14 +5,19 @@ package actors
 // The queue actor's state machine (engine) and one budgetCore per budget are
 // driven by a deterministic simulation instead of protoactor: simOutbox (the
 // *sim type) persists synchronously through a real on-disk badger Store, puts
-// budget and queue messages in one FIFO that the test drains step by step,
-// reproduces budget_actor.go's handling (including the wake timer, fired
-// when the simulated clock passes it) and simulates the scheduler. Random
-// operations are checked after every step against a reference model of which
-// jobs exist, which are in flight on which stream, and what they cost.
+// budget and queue messages in one FIFO mailbox per actor, batched per
+// Receive as the actors send them, and delivers from a mailbox picked at
+// random from the seed (model_interleave_test.go), reproduces
+// budget_actor.go's handling (including the wake timer, fired when the
+// simulated clock passes it) and simulates the scheduler. Random operations
+// are checked after every step against a reference model of which jobs
+// exist, which are in flight on which stream, and what they cost. Directed
+// scenarios drive the same sim from testdata/model
+// (model_datadriven_test.go).
 //
 // Reproduce one seed:   MODEL_SEED=3 MODEL_OPS=4000 go test -run Model ./actors/
 // Shrink a failure:     MODEL_SEED=3 MODEL_SHRINK=1 go test -run ModelShrink -v ./actors/
+// Oldest message first: MODEL_FIFO=1; batching forced: MODEL_BATCHING=0|1
 
 import (
 	"context"
