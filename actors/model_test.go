@@ -5,14 +5,20 @@ package actors
 // The queue actor's state machine (engine) and one budgetCore per budget are
 // driven by a deterministic simulation instead of protoactor: simOutbox (the
 // *sim type) persists synchronously through a real on-disk badger Store, puts
-// budget and queue messages in one FIFO that the test drains step by step,
-// drives each budget through its real step function (budget_step.go) with a
-// simulated wake timer, fired when the simulated clock passes it, and
-// simulates the scheduler. Random operations are checked after every step against a reference model of which
-// jobs exist, which are in flight on which stream, and what they cost.
+// budget and queue messages in one FIFO mailbox per actor, batched per
+// Receive as the actors send them, and delivers from a mailbox picked at
+// random from the seed (model_interleave_test.go), drives each budget
+// through its real step function (budget_step.go) with a simulated wake
+// timer, fired when the simulated clock passes it, and simulates the
+// scheduler. Random operations
+// are checked after every step against a reference model of which jobs
+// exist, which are in flight on which stream, and what they cost. Directed
+// scenarios drive the same sim from testdata/model
+// (model_datadriven_test.go).
 //
 // Reproduce one seed:   MODEL_SEED=3 MODEL_OPS=4000 go test -run Model ./actors/
 // Shrink a failure:     MODEL_SEED=3 MODEL_SHRINK=1 go test -run ModelShrink -v ./actors/
+// Oldest message first: MODEL_FIFO=1; batching forced: MODEL_BATCHING=0|1
 
 import (
 	"context"
@@ -252,7 +258,8 @@ func (v *modelViolation) Error() string {
 type simStats struct {
 	budgetFailures,
 	ops, messages, deliveries, dispatches, commits, grants, refusals, wakes, restarts, quiescentChecks, timerFires, wokenClaims, deleteReserving, deleteUnwritten int
-	maxLive int
+	maxLive            int
+	batches, overtaken int // batched messages delivered; deliveries ahead of an older message
 }
 
 type sim struct {
@@ -273,8 +280,7 @@ type sim struct {
 	seq      uint64
 	opIndex  int
 
-	q     []simMsg
-	qhead int
+	mail simMail // the actors' mailboxes (model_interleave_test.go)
 
 	heldWrites []uint64 // StreamWritten of slow writers, sent when the clock moves
 
@@ -322,6 +328,7 @@ func newSim(tb testing.TB, seed uint64, dir string) *sim {
 	}
 
 	s.sub = s.tracer.Subscribe(1 << 15)
+	s.mail = newSimMail(seed)
 	s.cfg = EngineConfig{
 		DefaultRetryLimit: 3,
 		DefaultBackoff:    protocol.Backoff{Exponent: 1, BaseMs: 50, JitterMs: 100},
@@ -365,7 +372,7 @@ func (s *sim) close() {
 
 // start builds a fresh engine and loads it exactly like queueActor.start.
 func (s *sim) start() {
-	s.q, s.qhead = nil, 0
+	s.mail.reset()
 	s.budgets = make(map[string]*simBudget)
 	s.sched = make(map[string]uint64)
 	s.consumed = newConsumedSet()
@@ -502,37 +509,33 @@ func (s *sim) budgetKeys() []string {
 	return keys
 }
 
-func (s *sim) push(m simMsg) { s.q = append(s.q, m) }
+func (s *sim) push(m simMsg) { s.mail.send(m) }
 
-func (s *sim) pending() int { return len(s.q) - s.qhead }
+func (s *sim) pending() int { return s.mail.n }
 
 // ---------------------------------------------------------------- message processing
 
-// step processes the oldest message; it reports false when there was none.
+// step delivers the next message of one mailbox (chosen by s.mail's
+// policy); it reports false when there was none.
 func (s *sim) step() bool {
-	if s.qhead >= len(s.q) {
+	m, ok := s.mail.next()
+	if !ok {
 		return false
 	}
-	m := s.q[s.qhead]
-	s.q[s.qhead] = simMsg{}
-	s.qhead++
-	if s.qhead >= 4096 && s.qhead*2 >= len(s.q) {
-		s.q = append([]simMsg(nil), s.q[s.qhead:]...)
-		s.qhead = 0
-	}
+	s.stats.overtaken = s.mail.overtaken
+	s.handleMsg(m)
+	return true
+}
+
+// handleMsg has one actor handle m as one Receive, then fires what came due.
+func (s *sim) handleMsg(m simMsg) {
 	s.seq++
 	s.stats.messages++
-	if s.trace != nil {
-		s.trace(s.describe(m))
-	}
-	if m.to != nil {
-		s.stepBudget(m.to, m.bm)
-	} else {
-		s.handleQueue(m.qm)
-	}
+	s.mail.beginReceive()
+	s.receive(m)
+	s.mail.endReceive()
 	s.poll()
 	s.checkWhileInFlight()
-	return true
 }
 
 func (s *sim) drain(k int) {
@@ -1002,8 +1005,8 @@ func (s *sim) checkQuiescent() {
 	}
 
 	// the store holds what memory holds, and group bookkeeping is exact
-	// (every 8th check: it reads every job)
-	if s.stats.quiescentChecks%8 == 0 {
+	// (every 16th check: it reads every job)
+	if s.stats.quiescentChecks%16 == 0 {
 		if msg := s.storeViolation(); msg != "" {
 			s.fail("store", "%s", msg)
 			return
@@ -1413,6 +1416,7 @@ func (s *sim) exec(op simOp) {
 		s.trace(fmt.Sprintf("t=%d op %d: %s", s.now-simEpoch, s.opIndex, op))
 	}
 	s.stats.ops++
+	s.mail.beginReceive() // the op is one Receive of the queue actor
 	switch op.Kind {
 	case opEnqueue:
 		s.doEnqueue(op)
@@ -1455,6 +1459,7 @@ func (s *sim) exec(op simOp) {
 	case opReset:
 		s.doReset()
 	}
+	s.mail.endReceive()
 	s.afterEngine()
 	s.poll()
 	s.checkWhileInFlight()
@@ -2307,11 +2312,12 @@ func TestModelRandomized(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel() // each seed has its own sim and store
 			start := time.Now()
 			res := runModel(t, seed, nOps, nil)
 			st := res.stats
-			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %v simulated, %v",
-				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.deleteReserving, st.deleteUnwritten,
+			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %d batches, %d deliveries ahead of an older message, %v simulated, %v",
+				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.deleteReserving, st.deleteUnwritten, st.batches, st.overtaken,
 				time.Duration(res.now-simEpoch)*time.Millisecond, time.Since(start).Round(time.Millisecond))
 			if res.viol != nil {
 				from := max(0, res.viol.op-40)
