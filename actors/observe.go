@@ -2,14 +2,16 @@ package actors
 
 // Observability: the trace events the budget and queue actors emit at each
 // step of dispatch, the filters and drop accounting of trace subscriptions,
-// the live state of a budget and of a parked job, and the counters the
-// metrics endpoint gathers from the actors on scrape.
+// the questions about a parked job and a budget's state (the budget answers
+// them: budget_reads.go), and the counters the metrics endpoint gathers from
+// the actors on scrape.
 //
 // Nothing here takes a lock or allocates on the dispatch path while nobody
-// subscribes to the tracer: every trace hook returns after one atomic load
-// (BenchmarkObserveHooksOff, TestObserveHooksDoNotAllocate), and the
-// counters are plain fields of actor state, read by the actor itself when a
-// scrape asks.
+// subscribes to the tracer: a queue trace hook returns after one atomic
+// load, a budget's after one flag its step was given
+// (BenchmarkObserveHooksOff, TestObserveHooksDoNotAllocate,
+// TestBudgetStepDoesNotAllocate), and the counters are plain fields of actor
+// state, read by the actor itself when a scrape asks.
 
 import (
 	"context"
