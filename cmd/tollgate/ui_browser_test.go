@@ -225,11 +225,9 @@ func TestUIBrowser(t *testing.T) {
 	// go, 3 park (the head waits ~5 minutes for its token, longer than the test).
 	uiAPI(t, base, http.MethodPut, "/budgets/image-api", map[string]any{"allocation": 2, "strategy": map[string]any{"type": "time_based", "duration_ms": 600000}}, nil, http.StatusOK)
 	uiAPI(t, base, http.MethodPut, "/budgets/db-slots", map[string]any{"allocation": 4, "strategy": map[string]any{"type": "while_in_flight"}}, nil, http.StatusOK)
-	var parkedJobs []coreJob
 	for i := range 5 {
-		j := coreEnqueue(t, base, map[string]any{"type": "resize", "queue": "images", "payload": map[string]any{"n": i},
+		coreEnqueue(t, base, map[string]any{"type": "resize", "queue": "images", "payload": map[string]any{"n": i},
 			"budgets": []map[string]any{{"key": "image-api"}}})
-		parkedJobs = append(parkedJobs, j)
 	}
 	worker := coreOpenTake(t, base, coreTakeOpts{Query: "queue=images&prefetch=10", WorkerID: "resizer-1"})
 	defer worker.Close()
