@@ -22,7 +22,7 @@ const scrapeTimeout = 10 * time.Second
 // touches a metric: the actors count in their own state and answer when
 // asked.
 type engineCollector struct {
-	engine *actors.Engine
+	engine Observer
 	log    *slog.Logger
 
 	jobs, parked                          *prometheus.Desc
@@ -39,7 +39,7 @@ type engineCollector struct {
 	jobStatuses                           []protocol.Status
 }
 
-func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollector {
+func newEngineCollector(engine Observer, log *slog.Logger) *engineCollector {
 	q := []string{"queue"}
 	qs := []string{"queue", "status"}
 	b := []string{"budget"}
