@@ -141,7 +141,7 @@ func TestHandlersEnqueue(t *testing.T) {
 				}
 			}},
 		{name: "msgpack body", method: "POST", path: "/jobs", header: map[string]string{"Content-Type": "application/msgpack"},
-			body: string([]byte{0x83, 0xa4, 't', 'y', 'p', 'e', 0xa1, 't', 0xa5, 'q', 'u', 'e', 'u', 'e', 0xa1, 'q', 0xa7, 'p', 'a', 'y', 'l', 'o', 'a', 'd', 0x01}),
+			body:   string([]byte{0x83, 0xa4, 't', 'y', 'p', 'e', 0xa1, 't', 0xa5, 'q', 'u', 'e', 'u', 'e', 0xa1, 'q', 0xa7, 'p', 'a', 'y', 'l', 'o', 'a', 'd', 0x01}),
 			engine: ok, status: 201},
 		{name: "a duplicate is 200", method: "POST", path: "/jobs", header: jsonHeader(), body: `{"type":"t","queue":"q","payload":1,"unique_key":"k"}`,
 			engine: func(_ *testing.T, f *fakeEngine) {
