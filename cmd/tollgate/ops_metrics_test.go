@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -52,7 +54,7 @@ func TestOpsLatencyHistograms(t *testing.T) {
 	// the server's times are whole milliseconds and its ready_at is set
 	// before the enqueue's answer, so the waits start from the answer and
 	// the answer from the delivery, with 10 ms for the rounding
-	coreEnqueueN(t, s.URL, "histq", 1)
+	apitest.EnqueueN(t, s.URL, "histq", 1)
 	enqueued := time.Now()
 	time.Sleep(time.Until(enqueued.Add(310 * time.Millisecond)))
 	tk := obsOpenTake(t, s, "histq", "w-hist", 1)

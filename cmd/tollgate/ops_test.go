@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -137,7 +139,7 @@ func TestOpsStartLogsAbsoluteRootDir(t *testing.T) {
 func TestOpsLogsTellWhatHappened(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
-	coreEnqueueN(t, s.URL, "opsq", 2)
+	apitest.EnqueueN(t, s.URL, "opsq", 2)
 	tk := obsOpenTake(t, s, "opsq", "w-ops", 5)
 	id := tk.next(t)
 	tk.next(t)
@@ -267,7 +269,7 @@ func TestOpsTraceOverMutualTLS(t *testing.T) {
 func TestOpsRecoveryLogged(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
-	coreEnqueueN(t, s.URL, "recq", 1)
+	apitest.EnqueueN(t, s.URL, "recq", 1)
 	tk := obsOpenTake(t, s, "recq", "w-rec", 1)
 	tk.next(t)
 	s.Kill()
