@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -78,13 +80,13 @@ func TestBudgetsWhileInFlightConcurrency(t *testing.T) {
 	done(ids[0])
 	expectMore(1, "one ack")
 	// Bulk ack of two.
-	budNoContent(t, budDo(t, s, "POST", "/jobs/success", map[string]any{"ids": []string{ids[1], ids[2]}}))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "POST", "/jobs/success", map[string]any{"ids": []string{ids[1], ids[2]}}))
 	done(ids[1])
 	done(ids[2])
 	expectMore(2, "a bulk ack of two")
 	// Failure that reschedules (retry far in the future).
-	r := budDo(t, s, "POST", "/jobs/"+ids[3]+"/failure", map[string]any{"message": "later", "retry_at": budNowMs() + 3600_000})
-	if j := budObj(t, r, http.StatusOK); budStr(t, j, "status") != "scheduled" {
+	r := apitest.DoJSON(t, s.URL, "POST", "/jobs/"+ids[3]+"/failure", map[string]any{"message": "later", "retry_at": budNowMs() + 3600_000})
+	if j := apitest.Object(t, r, http.StatusOK); budStr(t, j, "status") != "scheduled" {
 		t.Fatalf("retry_at failure -> %v", j["status"])
 	} else if b := budCanon(t, j["budgets"]); b != `[{"cost":1,"key":"wif5"}]` {
 		t.Fatalf("failure response budgets %s (§2.6: present whenever the job has bindings)", b)
@@ -92,14 +94,14 @@ func TestBudgetsWhileInFlightConcurrency(t *testing.T) {
 	done(ids[3])
 	expectMore(1, "one rescheduling failure")
 	// Failure that kills.
-	r = budDo(t, s, "POST", "/jobs/"+ids[4]+"/failure", map[string]any{"message": "dead", "kill": true})
-	if j := budObj(t, r, http.StatusOK); budStr(t, j, "status") != "dead" {
+	r = apitest.DoJSON(t, s.URL, "POST", "/jobs/"+ids[4]+"/failure", map[string]any{"message": "dead", "kill": true})
+	if j := apitest.Object(t, r, http.StatusOK); budStr(t, j, "status") != "dead" {
 		t.Fatalf("kill failure -> %v", j["status"])
 	}
 	done(ids[4])
 	expectMore(1, "one killing failure")
 	// DELETE of an in-flight job.
-	budNoContent(t, budDo(t, s, "DELETE", "/jobs/"+ids[5], nil))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/jobs/"+ids[5], nil))
 	done(ids[5])
 	expectMore(1, "one in-flight delete")
 	// Now ids[6..10] are in flight and ids[11] is parked.
@@ -308,7 +310,7 @@ func TestBudgetsUpdateWakesParked(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, ids[:2])
 	}
 	st.none(budQuiet, "allocation 2 held")
-	budObj(t, budDo(t, s, "PATCH", "/budgets/grow", `{"allocation":4}`), http.StatusOK)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/grow", `{"allocation":4}`), http.StatusOK)
 	if got := budIDs(st.take(2, 2*time.Second)); !budSameSet(got, ids[2:4]) {
 		t.Fatalf("after raise got %v, want %v", got, ids[2:4])
 	}
@@ -328,7 +330,7 @@ func TestBudgetsUpdateWakesParked(t *testing.T) {
 	}
 	st2.none(budQuiet, "1 per hour, token spent")
 	patched := time.Now()
-	budObj(t, budDo(t, s, "PATCH", "/budgets/slow", `{"strategy":{"duration_ms":1000}}`), http.StatusOK)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/slow", `{"strategy":{"duration_ms":1000}}`), http.StatusOK)
 	f := st2.next(3 * time.Second)
 	if f.id() != tids[1] {
 		t.Fatalf("got %s, want %s", f.id(), tids[1])
@@ -367,13 +369,13 @@ func TestBudgetsRestart(t *testing.T) {
 	}
 	sw.none(budQuiet, "wif held")
 	stt.none(time.Millisecond, "tb drained")
-	list := budCanon(t, budObj(t, budDo(t, s, "GET", "/budgets", nil), http.StatusOK))
+	list := budCanon(t, apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets", nil), http.StatusOK))
 
 	sw.close()
 	stt.close()
 	s.Restart()
 
-	if l2 := budCanon(t, budObj(t, budDo(t, s, "GET", "/budgets", nil), http.StatusOK)); l2 != list {
+	if l2 := budCanon(t, apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets", nil), http.StatusOK)); l2 != list {
 		t.Fatalf("budgets after restart %s, before %s", l2, list)
 	}
 	for i, id := range wids {

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -107,7 +109,7 @@ func TestBudgetsPoolUpdates(t *testing.T) {
 	if got := sc.next(budArrive).id(); got != cids[0] {
 		t.Fatalf("got %s want %s", got, cids[0])
 	}
-	budObj(t, budDo(t, s, "PATCH", "/budgets/cl", `{"allocation":2}`), 200)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/cl", `{"allocation":2}`), 200)
 	sc.none(budQuiet, "capacity 2 but the level settled near 0 (§4.9)")
 
 	t.Log("type switches")

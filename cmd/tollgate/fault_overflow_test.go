@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -43,8 +45,8 @@ func TestFaultTimeFieldsAtMaximumIdle(t *testing.T) {
 	w := budOpenStream(t, s, "retry", 2)
 	got := budIDs(w.take(2, 10*time.Second))
 	require.ElementsMatch(t, []string{retried["id"].(string), kept["id"].(string)}, got)
-	r := budDo(t, s, http.MethodPost, "/jobs/"+retried["id"].(string)+"/failure", map[string]any{"message": "later", "retry_at": maxU64})
-	require.Equal(t, "scheduled", budObj(t, r, http.StatusOK)["status"])
+	r := apitest.DoJSON(t, s.URL, http.MethodPost, "/jobs/"+retried["id"].(string)+"/failure", map[string]any{"message": "later", "retry_at": maxU64})
+	require.Equal(t, "scheduled", apitest.Object(t, r, http.StatusOK)["status"])
 	budAck(t, s, kept["id"].(string))
 	w.close()
 
@@ -81,7 +83,7 @@ func waitParked(t *testing.T, s *servertest.Server, key string, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st := budObj(t, budDo(t, s, http.MethodGet, budPath(key)+"/state", nil), http.StatusOK)
+		st := apitest.Object(t, apitest.DoJSON(t, s.URL, http.MethodGet, budPath(key)+"/state", nil), http.StatusOK)
 		if budInt(t, st, "parked") == n {
 			return
 		}

@@ -119,8 +119,8 @@ func waitInFlight(t *testing.T, s *servertest.Server) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := budDo(t, s, http.MethodGet, "/jobs/count?status=in_flight", nil)
-		if budInt(t, budObj(t, r, http.StatusOK), "count") > 0 {
+		r := apitest.DoJSON(t, s.URL, http.MethodGet, "/jobs/count?status=in_flight", nil)
+		if budInt(t, apitest.Object(t, r, http.StatusOK), "count") > 0 {
 			return
 		}
 		if time.Now().After(deadline) {

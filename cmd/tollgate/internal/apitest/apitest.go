@@ -59,6 +59,7 @@ var HTTP = &http.Client{Transport: &http.Transport{
 
 // Response is a fully read response.
 type Response struct {
+	Method, Path     string // of the request
 	Status           int
 	Header           http.Header
 	Body             []byte
@@ -91,16 +92,20 @@ func Request(t testing.TB, client *http.Client, base, method, path string, body 
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err, "reading body of %s %s", method, path)
 	return Response{
-		Status: resp.StatusCode, Header: resp.Header, Body: b, Proto: resp.Proto,
+		Method: method, Path: path, Status: resp.StatusCode, Header: resp.Header, Body: b, Proto: resp.Proto,
 		ContentLength: resp.ContentLength, TransferEncoding: resp.TransferEncoding,
 	}
 }
 
-// Encode encodes v in the given format. A []byte is sent verbatim.
+// Encode encodes v in the given format. A []byte or a string is sent
+// verbatim.
 func Encode(t testing.TB, f Format, v any) []byte {
 	t.Helper()
-	if b, ok := v.([]byte); ok {
+	switch b := v.(type) {
+	case []byte:
 		return b
+	case string:
+		return []byte(b)
 	}
 	if f == Msgpack {
 		b, err := msgpack.Marshal(v)
@@ -192,7 +197,7 @@ func (r Response) Job(t testing.TB) Job {
 
 // String is for failure messages.
 func (r Response) String() string {
-	return fmt.Sprintf("status %d, Content-Type %q, body %q", r.Status, r.Header.Get("Content-Type"), r.Body)
+	return fmt.Sprintf("%s %s -> status %d, Content-Type %q, body %q", r.Method, r.Path, r.Status, r.Header.Get("Content-Type"), r.Body)
 }
 
 // RequireStatus fails unless the status matches.
@@ -211,8 +216,9 @@ func RequireError(t testing.TB, r Response, status int, text string) {
 }
 
 // RequireErrorPrefix checks status and that the body is exactly one
-// `error` field whose text starts with prefix.
-func RequireErrorPrefix(t testing.TB, r Response, status int, prefix string) {
+// `error` field whose text starts with prefix and goes on; it returns the
+// text.
+func RequireErrorPrefix(t testing.TB, r Response, status int, prefix string) string {
 	t.Helper()
 	RequireStatus(t, r, status)
 	m := r.Map(t)
@@ -221,6 +227,46 @@ func RequireErrorPrefix(t testing.TB, r Response, status int, prefix string) {
 	require.True(t, ok, "error field missing or not a string: %s", r)
 	require.True(t, strings.HasPrefix(msg, prefix), "error %q does not start with %q", msg, prefix)
 	require.Greater(t, len(msg), len(prefix), "error %q has no detail after %q", msg, prefix)
+	return msg
+}
+
+// Generic decodes a JSON or msgpack body (chosen by its exact
+// Content-Type, which must be one of the two) into a generic value whose
+// numbers are json.Number, so both formats compare the same way.
+func Generic(t testing.TB, r Response) any {
+	t.Helper()
+	data := r.Body
+	if r.Format(t) == Msgpack {
+		var v any
+		if err := msgpack.Unmarshal(r.Body, &v); err != nil {
+			t.Fatalf("%v: invalid msgpack response: %v", r, err)
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%v: msgpack response not representable as JSON (maps must have string keys): %v", r, err)
+		}
+		data = j
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("%v: invalid JSON response: %v", r, err)
+	}
+	return v
+}
+
+// Object checks the status and decodes an object body as Generic does.
+func Object(t testing.TB, r Response, status int) map[string]any {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("%v: status %d, want %d", r, r.Status, status)
+	}
+	m, ok := Generic(t, r).(map[string]any)
+	if !ok {
+		t.Fatalf("%v: body is not an object", r)
+	}
+	return m
 }
 
 // RequireServerHeader checks `Server: tollgate/<version>` (§1.1).
