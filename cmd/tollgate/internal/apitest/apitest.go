@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -579,6 +580,11 @@ type TakeOpts struct {
 	Accept   string // "" = no Accept header
 	Client   *http.Client
 	WorkerID string
+}
+
+// TakeQuery is the query string of a take stream on queue with prefetch.
+func TakeQuery(queue string, prefetch int) string {
+	return fmt.Sprintf("queue=%s&prefetch=%d", url.QueryEscape(queue), prefetch)
 }
 
 // OpenTake opens a take stream, requires 200 and the expected stream
