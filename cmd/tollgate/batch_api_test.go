@@ -52,24 +52,24 @@ func TestBatchFoldMergedPayloadInOneFrame(t *testing.T) {
 	if got := batPayload(t, s, budStr(t, other, "id")); got != `[{"id":9}]` {
 		t.Fatalf("other key's payload %s", got)
 	}
-	st := budOpenStream(t, s, "bq", 10)
-	frames := st.take(2, 10*time.Second)
-	var mine budFrame
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("bq", 10), Accept: apitest.AcceptNDJSON})
+	frames := st.Frames(t, 2, 10*time.Second)
+	var mine apitest.Frame
 	for _, f := range frames {
-		if f.id() == id {
+		if f.Job.ID == id {
 			mine = f
 		}
 	}
-	if mine.job == nil {
-		t.Fatalf("take frames %v lack job %s", budIDs(frames), id)
+	if mine.Job == nil {
+		t.Fatalf("take frames %v lack job %s", apitest.FrameIDs(frames), id)
 	}
-	if got := budCanon(t, mine.job["payload"]); got != `[{"id":1},{"id":2},{"id":3}]` {
+	if got := budCanon(t, mine.Job.Raw["payload"]); got != `[{"id":1},{"id":2},{"id":3}]` {
 		t.Fatalf("take frame payload %s", got)
 	}
-	if mine.job["batch"] == nil {
-		t.Fatalf("take frame lacks batch: %v", mine.job)
+	if mine.Job.Raw["batch"] == nil {
+		t.Fatalf("take frame lacks batch: %v", mine.Job.Raw)
 	}
-	st.none(300*time.Millisecond, "three folded enqueues are one job")
+	st.NoJobFor(t, 300*time.Millisecond, false, "three folded enqueues are one job")
 	budAck(t, s, id)
 	if n := batCount(t, s, "queue=bq&status=ready,in_flight,scheduled"); n != 1 {
 		t.Fatalf("%d unfinished jobs after the ack, want 1 (the other key's)", n)
@@ -315,12 +315,12 @@ func TestBatchSealing(t *testing.T) {
 	s := servertest.Start(t)
 	b := batBatch("seal", batFoldConcat)
 	p := budStr(t, batEnqueue(t, s, batJob("sq", []any{1}, b), false), "id")
-	st := budOpenStream(t, s, "sq", 1)
-	if f := st.next(10 * time.Second); f.id() != p {
-		t.Fatalf("took %s, want %s", f.id(), p)
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("sq", 1), Accept: apitest.AcceptNDJSON})
+	if f := st.NextJobFrame(t, 10*time.Second); f.Job.ID != p {
+		t.Fatalf("took %s, want %s", f.Job.ID, p)
 	}
 	batEnqueue(t, s, batJob("other", []any{2}, b), false) // P in flight: a new batch
-	st.close()
+	st.Close()
 	budWaitStatus(t, s, 10*time.Second, "ready", p)
 	m := batEnqueue(t, s, batJob("other", []any{3}, b), true)
 	if budStr(t, m, "id") == p {
@@ -363,15 +363,15 @@ func TestBatchFoldIntoParkedJob(t *testing.T) {
 	s := servertest.Start(t)
 	budMustPut(t, s, "one", budWIF(1))
 	blocker := budEnqueue(t, s, budJob("park", budBind("one", 1)))
-	st := budOpenStream(t, s, "park", 5)
-	if f := st.next(10 * time.Second); f.id() != budStr(t, blocker, "id") {
-		t.Fatalf("took %s first", f.id())
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("park", 5), Accept: apitest.AcceptNDJSON})
+	if f := st.NextJobFrame(t, 10*time.Second); f.Job.ID != budStr(t, blocker, "id") {
+		t.Fatalf("took %s first", f.Job.ID)
 	}
 	b := batBatch("parked", batFoldConcat)
 	j := batJob("park", []any{1}, b)
 	j["budgets"] = []any{budBind("one", 1)}
 	p := budStr(t, batEnqueue(t, s, j, false), "id")
-	st.none(300*time.Millisecond, "the budget's one token is in flight")
+	st.NoJobFor(t, 300*time.Millisecond, false, "the budget's one token is in flight")
 	// the fold binds a budget create_with would create: checked, discarded
 	f := batJob("park", []any{2}, b)
 	f["budgets"] = []any{map[string]any{"key": "fresh", "cost": 1, "create_with": budWIF(3)}}
@@ -386,12 +386,12 @@ func TestBatchFoldIntoParkedJob(t *testing.T) {
 	g["budgets"] = []any{budBind("missing", 1)}
 	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", g), 422, "budget 'missing' does not exist. Create it first or pass create_with.")
 	budAck(t, s, budStr(t, blocker, "id"))
-	got := st.next(10 * time.Second)
-	if got.id() != p || budCanon(t, got.job["payload"]) != `[1,2]` {
-		t.Fatalf("frame %s %s, want %s with [1,2]", got.id(), budCanon(t, got.job["payload"]), p)
+	got := st.NextJobFrame(t, 10*time.Second)
+	if got.Job.ID != p || budCanon(t, got.Job.Raw["payload"]) != `[1,2]` {
+		t.Fatalf("frame %s %s, want %s with [1,2]", got.Job.ID, budCanon(t, got.Job.Raw["payload"]), p)
 	}
-	if budCanon(t, got.job["budgets"]) != `[{"cost":1,"key":"one"}]` {
-		t.Fatalf("the parked job's bindings changed: %s", budCanon(t, got.job["budgets"]))
+	if budCanon(t, got.Job.Raw["budgets"]) != `[{"cost":1,"key":"one"}]` {
+		t.Fatalf("the parked job's bindings changed: %s", budCanon(t, got.Job.Raw["budgets"]))
 	}
 }
 
@@ -414,12 +414,12 @@ func TestBatchFoldAfterRestart(t *testing.T) {
 		t.Fatalf("payload %s", got)
 	}
 	// in flight at a crash: recovered to ready, sealed
-	st := budOpenStream(t, s, "rq", 1)
-	if f := st.next(10 * time.Second); f.id() != p {
-		t.Fatalf("took %s", f.id())
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("rq", 1), Accept: apitest.AcceptNDJSON})
+	if f := st.NextJobFrame(t, 10*time.Second); f.Job.ID != p {
+		t.Fatalf("took %s", f.Job.ID)
 	}
 	s.Kill()
-	st.close()
+	st.Close()
 	s.Restart()
 	if id := budStr(t, batEnqueue(t, s, batJob("rq", []any{4}, b), false), "id"); id == p {
 		t.Fatal("a job recovered from in flight took a fold")
@@ -478,7 +478,7 @@ func TestBatchSlowProgramStallsNobody(t *testing.T) {
 		"when": `if $existing == $new then true else last(range(1e12)) end`}
 	other := batBatch("fast", batFoldConcat)
 	batEnqueue(t, s, batJob("fq", []any{1}, other), false)
-	st := budOpenStream(t, s, "wq", 1)
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("wq", 1), Accept: apitest.AcceptNDJSON})
 
 	slowDone := make(chan time.Time, 1)
 	var slowResp apitest.Response
@@ -493,8 +493,8 @@ func TestBatchSlowProgramStallsNobody(t *testing.T) {
 	batWaitFoldWorkerBusy(t, s, func() bool { return len(slowDone) > 0 })
 	batEnqueue(t, s, batJob("fq", []any{2}, other), true)
 	w := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", map[string]any{"type": "t", "queue": "wq", "payload": 1}), 201)
-	if f := st.next(10 * time.Second); f.id() != budStr(t, w, "id") {
-		t.Fatalf("took %s", f.id())
+	if f := st.NextJobFrame(t, 10*time.Second); f.Job.ID != budStr(t, w, "id") {
+		t.Fatalf("took %s", f.Job.ID)
 	}
 	othersDone := time.Now()
 	slowAt := <-slowDone
@@ -524,8 +524,8 @@ func TestBatchTracedAndCounted(t *testing.T) {
 		t.Fatalf("msgpack fold answered %v", m)
 	}
 	p2 := budStr(t, batEnqueue(t, s, batJob("tq", []any{3}, b), false), "id") // when false: p seals
-	st := budOpenStream(t, s, "tq", 10)
-	st.take(2, 10*time.Second) // p2's dispatch seals it
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("tq", 10), Accept: apitest.AcceptNDJSON})
+	st.Frames(t, 2, 10*time.Second) // p2's dispatch seals it
 	tr.until("two seals and a fold", func() bool {
 		return tr.count("folded", p) == 1 && tr.count("batch_sealed", p) == 1 && tr.count("batch_sealed", p2) == 1
 	})

@@ -461,8 +461,8 @@ func TestBudgetsCostGuards(t *testing.T) {
 	budMustPut(t, s, "fin", budWIF(3))
 	jf := budEnqueue(t, s, budJob("guards-fin", budBind("fin", 3)))
 	id := budStr(t, jf, "id")
-	st := budOpenStream(t, s, "guards-fin", 1)
-	if got := st.next(10 * time.Second).id(); got != id {
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("guards-fin", 1), Accept: apitest.AcceptNDJSON})
+	if got := st.NextJobFrame(t, 10*time.Second).Job.ID; got != id {
 		t.Fatalf("took %s, want %s", got, id)
 	}
 	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/fin", `{"allocation":2}`), 422,

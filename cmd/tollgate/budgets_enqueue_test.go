@@ -245,8 +245,8 @@ func TestBudgetsReset(t *testing.T) {
 	budMustPut(t, s, "r2", budTB(2, 1000, 0))
 	budEnqueue(t, s, budJob("rq", budBind("r1", 1), budBind("r2", 1)))
 	budEnqueue(t, s, budJob("rq", budBind("r1", 2)))
-	st := budOpenStream(t, s, "rq", 1)
-	inflight := st.next(10 * time.Second).id()
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("rq", 1), Accept: apitest.AcceptNDJSON})
+	inflight := st.NextJobFrame(t, 10*time.Second).Job.ID
 
 	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "POST", "/reset", nil))
 	l := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets", nil), http.StatusOK)
@@ -263,7 +263,7 @@ func TestBudgetsReset(t *testing.T) {
 	}
 	// The stream stays open and serves the new budget's jobs.
 	j := budEnqueue(t, s, budJob("rq", budBind("r1", 1)))
-	if got := st.next(10 * time.Second).id(); got != budStr(t, j, "id") {
+	if got := st.NextJobFrame(t, 10*time.Second).Job.ID; got != budStr(t, j, "id") {
 		t.Fatalf("stream got %s, want %s", got, budStr(t, j, "id"))
 	}
 }

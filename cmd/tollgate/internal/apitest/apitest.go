@@ -888,10 +888,33 @@ func (s *Stream) Jobs(t testing.TB, n int, d time.Duration) []Job {
 	return out
 }
 
+// C delivers every frame as it is read: jobs, heartbeats, and, when the
+// stream ends, one frame with Err set before C is closed.
+func (s *Stream) C() <-chan Frame { return s.frames }
+
+// Frames reads exactly n job frames, each within d of the one before.
+func (s *Stream) Frames(t testing.TB, n int, d time.Duration) []Frame {
+	t.Helper()
+	out := make([]Frame, 0, n)
+	for len(out) < n {
+		out = append(out, s.NextJobFrame(t, d))
+	}
+	return out
+}
+
+// FrameIDs returns the ids of the jobs of frames.
+func FrameIDs(frames []Frame) []string {
+	ids := make([]string, len(frames))
+	for i, f := range frames {
+		ids[i] = f.Job.ID
+	}
+	return ids
+}
+
 // NoJobFor asserts that no job frame arrives within d (heartbeats are fine,
 // and at least one must arrive when requireHeartbeat is set, proving the
-// stream is alive).
-func (s *Stream) NoJobFor(t testing.TB, d time.Duration, requireHeartbeat bool) {
+// stream is alive); why, with any arguments, says why none may come.
+func (s *Stream) NoJobFor(t testing.TB, d time.Duration, requireHeartbeat bool, why ...any) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	beats := 0
@@ -904,10 +927,10 @@ func (s *Stream) NoJobFor(t testing.TB, d time.Duration, requireHeartbeat bool) 
 		if !ok {
 			break
 		}
-		require.NoError(t, f.Err, "take stream ended")
+		require.NoError(t, f.Err, "take stream ended; %s", fmt.Sprint(why...))
 		if f.Job != nil {
-			require.FailNow(t, "unexpected job on take stream", "job %s (queue %q) arrived %v into a %v quiet period: %q",
-				f.Job.ID, f.Job.Queue, d-time.Until(f.At), d, f.Raw)
+			require.FailNow(t, "unexpected job on take stream", "job %s (queue %q) arrived %v into a %v quiet period: %q; %s",
+				f.Job.ID, f.Job.Queue, d-time.Until(f.At), d, f.Raw, fmt.Sprint(why...))
 		}
 		beats++
 	}
