@@ -1,9 +1,9 @@
 package main
 
-// Helpers for the budgets integration tests (SPEC §4). Every helper is
-// prefixed "bud" so it cannot collide with the core_* helpers of the same
-// package. The tests speak plain HTTP to the real binary started by
-// servertest; nothing here knows the server's internals.
+// Helpers for the budgets integration tests (SPEC §4): shortcuts in the
+// budgets' terms on the apitest client, prefixed "bud". The tests speak
+// plain HTTP to the real binary started by servertest; nothing here knows
+// the server's internals.
 
 import (
 	"encoding/json"

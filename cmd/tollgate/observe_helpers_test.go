@@ -1,8 +1,8 @@
 package main
 
 // Helpers for the observability integration tests (observe_*_test.go):
-// plain HTTP against the real binary, a reader of GET /debug/trace and a
-// take-stream reader. Every helper is prefixed "obs".
+// shortcuts on the apitest client and a reader of GET /debug/trace. Every
+// helper is prefixed "obs".
 
 import (
 	"bufio"

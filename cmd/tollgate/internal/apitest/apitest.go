@@ -1,7 +1,12 @@
 // Package apitest is the one HTTP client of cmd/tollgate's black-box tests.
-// It speaks plain HTTP to a tollgate process started by servertest: JSON and msgpack
-// request/response helpers, a typed view of the job object, and readers for
-// the three take-stream formats (NDJSON, length-prefixed msgpack, SSE).
+// It speaks plain HTTP to a tollgate process started by servertest: JSON and
+// msgpack requests (Request, Call, DoJSON, DoMsgpack) and checks of their
+// responses (RequireStatus, RequireError, Object, ...), a typed view of the
+// job object, job endpoint shortcuts, and readers for the three take-stream
+// formats (NDJSON, length-prefixed msgpack, SSE). The per-area helper files
+// of the tests build domain shortcuts on it; none has a client of its own,
+// except the fault load's, which runs outside the test goroutine and
+// reports errors instead of failing the test.
 package apitest
 
 import (
