@@ -29,8 +29,8 @@ type foldPlan struct {
 type foldKind uint8
 
 const (
-	// foldNone: an ordinary job (unbatched, or batched and scheduled).
-	foldNone foldKind = iota
+	// the zero value: an ordinary job (unbatched, or batched and scheduled).
+	_ foldKind = iota
 	// foldStart: a new job that becomes its key's pending job (sealing the
 	// one before, if any).
 	foldStart

@@ -61,9 +61,6 @@ func (s *cronSchedule) clear() {
 	s.next = make(map[cronRef]uint64)
 }
 
-// len is the number of scheduled entries.
-func (s *cronSchedule) len() int { return len(s.next) }
-
 // due removes and returns, in order, up to max entries whose slot is at or
 // before now.
 func (s *cronSchedule) due(now uint64, max int) []CronSlot {

@@ -185,7 +185,7 @@ func BenchmarkOrderedSetIDWindow(b *testing.B) {
 type wideItem struct {
 	key  int
 	name string
-	pad  [4]uint64
+	_    [4]uint64
 }
 
 // TestOrderedSetChunksOwnTheirArrays runs random operations on wide items

@@ -348,12 +348,16 @@ func (a *queueActor) stopBudget(key string) {
 }
 
 func (a *queueActor) schedule(id string, readyAt uint64) {
-	a.ctx.Send(a.scheduler, &ScheduleJob{ID: id, ReadyAt: readyAt})
+	a.toScheduler(&ScheduleJob{ID: id, ReadyAt: readyAt})
 }
 
-func (a *queueActor) unschedule(id string) { a.ctx.Send(a.scheduler, &UnscheduleJob{ID: id}) }
+func (a *queueActor) unschedule(id string) { a.toScheduler(&UnscheduleJob{ID: id}) }
 
-func (a *queueActor) clearSchedule() { a.ctx.Send(a.scheduler, &ClearSchedule{}) }
+func (a *queueActor) clearSchedule() { a.toScheduler(&ClearSchedule{}) }
+
+// toScheduler sends m to the scheduler actor; the parameter's type keeps
+// any other actor's message out.
+func (a *queueActor) toScheduler(m schedulerMsg) { a.ctx.Send(a.scheduler, m) }
 
 // scheduleCron queues a slot for the cron actor; the slots of one Receive
 // go in one message (flushCrons).

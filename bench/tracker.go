@@ -181,15 +181,6 @@ func (w *window) note(at time.Duration) {
 	}
 }
 
-// span is last-first (0 if fewer than two distinct events).
-func (w *window) span() time.Duration {
-	f, l := w.first.Load(), w.last.Load()
-	if f == 0 || l <= f {
-		return 0
-	}
-	return time.Duration(l - f)
-}
-
 // counters are the live totals shown by the progress line.
 type counters struct {
 	enqueueReqs   atomic.Int64

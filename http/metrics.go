@@ -22,25 +22,24 @@ const scrapeTimeout = 10 * time.Second
 // touches a metric: the actors count in their own state and answer when
 // asked.
 type engineCollector struct {
-	engine *actors.Engine
+	engine Observer
 	log    *slog.Logger
 
-	jobs, parked                            *prometheus.Desc
-	enqueued, dispatched, acked, failed     *prometheus.Desc
-	folded, sealed, foldWorkers             *prometheus.Desc
-	tokens, inFlight, held, budgetParked    *prometheus.Desc
-	budgetDispatches, refusals, wakeAt      *prometheus.Desc
-	streams, subscribers, scrapeError       *prometheus.Desc
-	budgetAllocation, budgetCapacity        *prometheus.Desc
-	headAffordableAt                        *prometheus.Desc
-	queueWait, runTime                      *prometheus.Desc
-	cronFired, cronSkipped, cronPaused      *prometheus.Desc
-	cronLateSum, cronLateMax, cronEntries   *prometheus.Desc
-	jobStatuses                             []protocol.Status
-	budgetLabels, queueLabels, statusLabels []string
+	jobs, parked                          *prometheus.Desc
+	enqueued, dispatched, acked, failed   *prometheus.Desc
+	folded, sealed, foldWorkers           *prometheus.Desc
+	tokens, inFlight, held, budgetParked  *prometheus.Desc
+	budgetDispatches, refusals, wakeAt    *prometheus.Desc
+	streams, subscribers, scrapeError     *prometheus.Desc
+	budgetAllocation, budgetCapacity      *prometheus.Desc
+	headAffordableAt                      *prometheus.Desc
+	queueWait, runTime                    *prometheus.Desc
+	cronFired, cronSkipped, cronPaused    *prometheus.Desc
+	cronLateSum, cronLateMax, cronEntries *prometheus.Desc
+	jobStatuses                           []protocol.Status
 }
 
-func newEngineCollector(engine *actors.Engine, log *slog.Logger) *engineCollector {
+func newEngineCollector(engine Observer, log *slog.Logger) *engineCollector {
 	q := []string{"queue"}
 	qs := []string{"queue", "status"}
 	b := []string{"budget"}

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/actors"
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
+	"github.com/tollgate/tollgate/protocol/prototest"
 )
 
 // obsServer serves the API of a real engine on an in-memory store.
@@ -169,7 +170,7 @@ func TestObserveTraceEndpointStreams(t *testing.T) {
 	frames := make(chan []byte, 16)
 	go func() {
 		for {
-			f, err := protocol.ReadMsgpackFrame(mp.Body)
+			f, err := prototest.ReadMsgpackFrame(mp.Body)
 			if err != nil {
 				close(frames)
 				return

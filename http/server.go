@@ -58,7 +58,7 @@ type Config struct {
 // API holds the handlers' dependencies.
 type API struct {
 	cfg      Config
-	engine   *actors.Engine
+	engine   Engine
 	log      *slog.Logger
 	shutdown chan struct{}
 	origins  originPolicy
@@ -66,7 +66,7 @@ type API struct {
 }
 
 // New builds the echo instance with every route.
-func New(cfg Config, engine *actors.Engine) (*echo.Echo, *API) {
+func New(cfg Config, engine Engine) (*echo.Echo, *API) {
 	if cfg.BodyLimit <= 0 {
 		cfg.BodyLimit = 8 << 20
 	}

@@ -351,7 +351,7 @@ done:
 		}
 		return c.failNumber(lit)
 	}
-	if len(lit) < 300 && bytes.IndexAny(lit, "eE") < 0 {
+	if len(lit) < 300 && !bytes.ContainsAny(lit, "eE") {
 		return nil // no exponent: at most 299 digits, below float64's range
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)

@@ -325,18 +325,6 @@ func writeJSONString(out *bytes.Buffer, s string) {
 	out.WriteByte('"')
 }
 
-// JSONToMsgpack transcodes one JSON value to msgpack: integers that fit
-// int64/uint64 become msgpack ints, other numbers float64.
-func JSONToMsgpack(js []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.UseCompactInts(true)
-	if err := encodeJSONValue(enc, js); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
 func encodeJSONValue(enc *msgpack.Encoder, js []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber()
@@ -407,7 +395,7 @@ type Payload []byte
 func (p *Payload) UnmarshalJSON(b []byte) error {
 	// The decoder hands over a valid value: without whitespace bytes it is
 	// already compact (json.Compact would return it unchanged).
-	if len(b) > 0 && bytes.IndexAny(b, " \t\n\r") < 0 {
+	if len(b) > 0 && !bytes.ContainsAny(b, " \t\n\r") {
 		*p = append(Payload(make([]byte, 0, len(b))), b...)
 		return nil
 	}

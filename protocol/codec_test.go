@@ -3,7 +3,6 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"runtime"
 	"strings"
 	"testing"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 )
-
-var errEOF = io.EOF
 
 func TestPayloadReadsBackIdenticallyAcrossFormats(t *testing.T) {
 	in := `{"big":18446744073709551615,"neg":-9223372036854775808,"f":1.0,"g":2.5e-300,"s":"é\n","a":[null,true,{}]}`

@@ -3,7 +3,6 @@ package protocol
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"math/big"
 	"math/bits"
 )
 
@@ -158,15 +157,6 @@ func digit36(c byte) byte {
 		return c - '0'
 	}
 	return c - 'a' + 10
-}
-
-// parseID decodes an ID's text into its 128-bit value (tests use it).
-func parseID(s string) (*big.Int, bool) {
-	if !ValidID(s) {
-		return nil, false
-	}
-	v, ok := new(big.Int).SetString(s, 36)
-	return v, ok
 }
 
 // ValidID reports whether s has the form of a job ID: 25 bytes of [0-9a-z].

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -50,24 +52,24 @@ func TestBatchFoldMergedPayloadInOneFrame(t *testing.T) {
 	if got := batPayload(t, s, budStr(t, other, "id")); got != `[{"id":9}]` {
 		t.Fatalf("other key's payload %s", got)
 	}
-	st := budOpenStream(t, s, "bq", 10)
-	frames := st.take(2, 10*time.Second)
-	var mine budFrame
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("bq", 10), Accept: apitest.AcceptNDJSON})
+	frames := st.Frames(t, 2, 10*time.Second)
+	var mine apitest.Frame
 	for _, f := range frames {
-		if f.id() == id {
+		if f.Job.ID == id {
 			mine = f
 		}
 	}
-	if mine.job == nil {
-		t.Fatalf("take frames %v lack job %s", budIDs(frames), id)
+	if mine.Job == nil {
+		t.Fatalf("take frames %v lack job %s", apitest.FrameIDs(frames), id)
 	}
-	if got := budCanon(t, mine.job["payload"]); got != `[{"id":1},{"id":2},{"id":3}]` {
+	if got := budCanon(t, mine.Job.Raw["payload"]); got != `[{"id":1},{"id":2},{"id":3}]` {
 		t.Fatalf("take frame payload %s", got)
 	}
-	if mine.job["batch"] == nil {
-		t.Fatalf("take frame lacks batch: %v", mine.job)
+	if mine.Job.Raw["batch"] == nil {
+		t.Fatalf("take frame lacks batch: %v", mine.Job.Raw)
 	}
-	st.none(300*time.Millisecond, "three folded enqueues are one job")
+	st.NoJobFor(t, 300*time.Millisecond, false, "three folded enqueues are one job")
 	budAck(t, s, id)
 	if n := batCount(t, s, "queue=bq&status=ready,in_flight,scheduled"); n != 1 {
 		t.Fatalf("%d unfinished jobs after the ack, want 1 (the other key's)", n)
@@ -81,12 +83,12 @@ func TestBatchBulkIntraRequestFolds(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
 	b := batBatch("k", batFoldConcat)
-	r := budDo(t, s, "POST", "/jobs/bulk", map[string]any{"jobs": []any{
+	r := apitest.DoJSON(t, s.URL, "POST", "/jobs/bulk", map[string]any{"jobs": []any{
 		batJob("q", []any{map[string]any{"id": 1}}, b),
 		batJob("q", []any{map[string]any{"id": 2}}, b),
 		batJob("q", []any{map[string]any{"id": 3}}, b),
 	}})
-	jobs := budObj(t, r, http.StatusCreated)["jobs"].([]any)
+	jobs := apitest.Object(t, r, http.StatusCreated)["jobs"].([]any)
 	var id string
 	for i, want := range []bool{false, true, true} {
 		j := jobs[i].(map[string]any)
@@ -103,11 +105,11 @@ func TestBatchBulkIntraRequestFolds(t *testing.T) {
 		t.Fatalf("payload %s", got)
 	}
 	// every item folds (into the job of an earlier request): 200
-	r = budDo(t, s, "POST", "/jobs/bulk", map[string]any{"jobs": []any{
+	r = apitest.DoJSON(t, s.URL, "POST", "/jobs/bulk", map[string]any{"jobs": []any{
 		batJob("q", []any{map[string]any{"id": 4}}, b),
 		batJob("other", []any{map[string]any{"id": 5}}, b), // another queue: the key alone decides
 	}})
-	for i, j := range budObj(t, r, http.StatusOK)["jobs"].([]any) {
+	for i, j := range apitest.Object(t, r, http.StatusOK)["jobs"].([]any) {
 		if j.(map[string]any)["folded"] != true || budStr(t, j.(map[string]any), "id") != id {
 			t.Fatalf("item %d: %v", i, j)
 		}
@@ -120,13 +122,13 @@ func TestBatchBulkIntraRequestFolds(t *testing.T) {
 	}
 	// a failing fold in a bulk fails it whole: nothing written, text prefixed
 	plus := map[string]any{"key": "k2", "when": "true", "fold": `$existing + $new`}
-	r = budDo(t, s, "POST", "/jobs/bulk", map[string]any{"jobs": []any{
+	r = apitest.DoJSON(t, s.URL, "POST", "/jobs/bulk", map[string]any{"jobs": []any{
 		batJob("q", []any{map[string]any{"id": 6}}, b),
 		batJob("q", []any{1}, plus),
 		batJob("q", map[string]any{"a": 1}, plus), // array + object fails
 		batJob("q", []any{1}, batBatch("fresh", batFoldConcat)),
 	}})
-	budErrPrefix(t, r, http.StatusUnprocessableEntity, "jobs[2]: batch fold failed: fold expression failed at runtime: ")
+	apitest.RequireErrorPrefix(t, r, http.StatusUnprocessableEntity, "jobs[2]: batch fold failed: fold expression failed at runtime: ")
 	if got := batPayload(t, s, id); got != `[{"id":1},{"id":2},{"id":3},{"id":4},{"id":5}]` {
 		t.Fatalf("payload after a failed bulk %s", got)
 	}
@@ -181,30 +183,30 @@ func TestBatchChecks(t *testing.T) {
 		{map[string]any{"type": "t", "queue": "q", "payload": 1, "unique_key": "u", "batch": batBatch("k", batFoldConcat)}, 400, `unique_key and batch cannot be combined`},
 	}
 	for _, c := range cases {
-		budErr(t, budDo(t, s, "POST", "/jobs", c.body), c.status, c.text)
+		apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", c.body), c.status, c.text)
 	}
 	// programs that cannot compile with gojq: input, debug, $__loc__
 	for _, p := range []string{"input", "$__loc__"} {
-		budErrPrefix(t, budDo(t, s, "POST", "/jobs", job(batWhen, p)), 422, "batch expression: fold: ")
+		apitest.RequireErrorPrefix(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", job(batWhen, p)), 422, "batch expression: fold: ")
 	}
 	// a missing or non-string field is a decode error
-	budErrPrefix(t, budDo(t, s, "POST", "/jobs", batJob("q", 1, map[string]any{"key": "k", "when": batWhen})), 400, "invalid JSON: ")
-	budErrPrefix(t, budDo(t, s, "POST", "/jobs", batJob("q", 1, map[string]any{"key": 5, "when": batWhen, "fold": batFoldConcat})), 400, "invalid JSON: ")
+	apitest.RequireErrorPrefix(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", batJob("q", 1, map[string]any{"key": "k", "when": batWhen})), 400, "invalid JSON: ")
+	apitest.RequireErrorPrefix(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", batJob("q", 1, map[string]any{"key": 5, "when": batWhen, "fold": batFoldConcat})), 400, "invalid JSON: ")
 	// several outputs of when: the dry run accepts it, the first decides
 	batEnqueue(t, s, job(`true, false`, batFoldConcat), false)
 	batEnqueue(t, s, job(`true, false`, batFoldConcat), true)
 	// a scheduled batched enqueue is checked too
 	sched := job(".[*]", batFoldConcat)
 	sched["ready_at"] = budNowMs() + 3600_000
-	budErr(t, budDo(t, s, "POST", "/jobs", sched), 422, `batch expression: when: unexpected token "*"`)
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", sched), 422, `batch expression: when: unexpected token "*"`)
 	// an enqueue that would fold has its own programs checked
 	bad := job(batWhen, `empty`)
-	budErr(t, budDo(t, s, "POST", "/jobs", bad), 422, `batch dry-run: fold: fold expression produced no output`)
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", bad), 422, `batch dry-run: fold: fold expression produced no output`)
 	// in a bulk, texts carry the item's index
-	r := budDo(t, s, "POST", "/jobs/bulk", map[string]any{"jobs": []any{job(batWhen, batFoldConcat), job(".[*]", batFoldConcat)}})
-	budErr(t, r, 422, `jobs[1]: batch expression: when: unexpected token "*"`)
+	r := apitest.DoJSON(t, s.URL, "POST", "/jobs/bulk", map[string]any{"jobs": []any{job(batWhen, batFoldConcat), job(".[*]", batFoldConcat)}})
+	apitest.RequireError(t, r, 422, `jobs[1]: batch expression: when: unexpected token "*"`)
 	// batch null is no batch
-	m := budObj(t, budDo(t, s, "POST", "/jobs", map[string]any{"type": "t", "queue": "plain", "payload": 1, "batch": nil}), 201)
+	m := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", map[string]any{"type": "t", "queue": "plain", "payload": 1, "batch": nil}), 201)
 	if _, has := m["batch"]; has {
 		t.Fatalf("batch:null stored a batch: %v", m)
 	}
@@ -240,11 +242,11 @@ func TestBatchWhenFalseSealsAndFoldFailures(t *testing.T) {
 	// is only checked)
 	f := map[string]any{"key": "fail", "when": "true", "fold": `$existing + $new`}
 	pf := budStr(t, batEnqueue(t, s, batJob("q", []any{1}, f), false), "id")
-	budErrPrefix(t, budDo(t, s, "POST", "/jobs", batJob("q", map[string]any{"a": 1}, f)), 422, "batch fold failed: fold expression failed at runtime: ")
+	apitest.RequireErrorPrefix(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", batJob("q", map[string]any{"a": 1}, f)), 422, "batch fold failed: fold expression failed at runtime: ")
 	// a value JSON cannot hold
 	inf := map[string]any{"key": "inf", "when": "true", "fold": `if $existing == $new then $new else infinite end`}
 	pi := budStr(t, batEnqueue(t, s, batJob("q", 1, inf), false), "id")
-	budErr(t, budDo(t, s, "POST", "/jobs", batJob("q", 2, inf)), 422, "batch fold failed: number +Inf cannot be represented in JSON")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", batJob("q", 2, inf)), 422, "batch fold failed: number +Inf cannot be represented in JSON")
 	for id, want := range map[string]string{pf: `[1]`, pi: `1`} {
 		if got := batPayload(t, s, id); got != want {
 			t.Fatalf("job %s payload %s after a failed fold, want %s", id, got, want)
@@ -313,12 +315,12 @@ func TestBatchSealing(t *testing.T) {
 	s := servertest.Start(t)
 	b := batBatch("seal", batFoldConcat)
 	p := budStr(t, batEnqueue(t, s, batJob("sq", []any{1}, b), false), "id")
-	st := budOpenStream(t, s, "sq", 1)
-	if f := st.next(10 * time.Second); f.id() != p {
-		t.Fatalf("took %s, want %s", f.id(), p)
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("sq", 1), Accept: apitest.AcceptNDJSON})
+	if f := st.NextJobFrame(t, 10*time.Second); f.Job.ID != p {
+		t.Fatalf("took %s, want %s", f.Job.ID, p)
 	}
 	batEnqueue(t, s, batJob("other", []any{2}, b), false) // P in flight: a new batch
-	st.close()
+	st.Close()
 	budWaitStatus(t, s, 10*time.Second, "ready", p)
 	m := batEnqueue(t, s, batJob("other", []any{3}, b), true)
 	if budStr(t, m, "id") == p {
@@ -331,12 +333,12 @@ func TestBatchSealing(t *testing.T) {
 	// PATCH: queue and priority keep it pending, a future ready_at seals
 	b2 := batBatch("patch", batFoldConcat)
 	p2 := budStr(t, batEnqueue(t, s, batJob("pq", []any{1}, b2), false), "id")
-	budObj(t, budDo(t, s, "PATCH", "/jobs/"+p2, map[string]any{"queue": "pq2", "priority": 7}), 200)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/jobs/"+p2, map[string]any{"queue": "pq2", "priority": 7}), 200)
 	batEnqueue(t, s, batJob("pq", []any{2}, b2), true)
-	budObj(t, budDo(t, s, "PATCH", "/jobs/"+p2, map[string]any{"ready_at": budNowMs() + 3600_000}), 200)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/jobs/"+p2, map[string]any{"ready_at": budNowMs() + 3600_000}), 200)
 	p3 := budStr(t, batEnqueue(t, s, batJob("pq", []any{3}, b2), false), "id")
 	// patched back to ready, it stays sealed
-	budObj(t, budDo(t, s, "PATCH", "/jobs/"+p2, map[string]any{"ready_at": nil}), 200)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/jobs/"+p2, map[string]any{"ready_at": nil}), 200)
 	batEnqueue(t, s, batJob("pq", []any{4}, b2), true)
 	if got := batPayload(t, s, p2); got != `[1,2]` {
 		t.Fatalf("patched job's payload %s", got)
@@ -345,12 +347,12 @@ func TestBatchSealing(t *testing.T) {
 		t.Fatalf("new pending job's payload %s", got)
 	}
 	// DELETE seals
-	budNoContent(t, budDo(t, s, "DELETE", "/jobs/"+p3, nil))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/jobs/"+p3, nil))
 	if id := budStr(t, batEnqueue(t, s, batJob("pq", []any{5}, b2), false), "id"); id == p3 {
 		t.Fatal("folded into a deleted job")
 	}
 	// POST /reset removes every link
-	budNoContent(t, budDo(t, s, "POST", "/reset", nil))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "POST", "/reset", nil))
 	batEnqueue(t, s, batJob("pq", []any{6}, b2), false)
 }
 
@@ -361,35 +363,35 @@ func TestBatchFoldIntoParkedJob(t *testing.T) {
 	s := servertest.Start(t)
 	budMustPut(t, s, "one", budWIF(1))
 	blocker := budEnqueue(t, s, budJob("park", budBind("one", 1)))
-	st := budOpenStream(t, s, "park", 5)
-	if f := st.next(10 * time.Second); f.id() != budStr(t, blocker, "id") {
-		t.Fatalf("took %s first", f.id())
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("park", 5), Accept: apitest.AcceptNDJSON})
+	if f := st.NextJobFrame(t, 10*time.Second); f.Job.ID != budStr(t, blocker, "id") {
+		t.Fatalf("took %s first", f.Job.ID)
 	}
 	b := batBatch("parked", batFoldConcat)
 	j := batJob("park", []any{1}, b)
 	j["budgets"] = []any{budBind("one", 1)}
 	p := budStr(t, batEnqueue(t, s, j, false), "id")
-	st.none(300*time.Millisecond, "the budget's one token is in flight")
+	st.NoJobFor(t, 300*time.Millisecond, false, "the budget's one token is in flight")
 	// the fold binds a budget create_with would create: checked, discarded
 	f := batJob("park", []any{2}, b)
 	f["budgets"] = []any{map[string]any{"key": "fresh", "cost": 1, "create_with": budWIF(3)}}
 	if id := budStr(t, batEnqueue(t, s, f, true), "id"); id != p {
 		t.Fatalf("folded into %s, want the parked job %s", id, p)
 	}
-	if r := budDo(t, s, "GET", "/budgets/fresh", nil); r.status != http.StatusNotFound {
+	if r := apitest.DoJSON(t, s.URL, "GET", "/budgets/fresh", nil); r.Status != http.StatusNotFound {
 		t.Fatalf("a folding enqueue created a budget: %v", r)
 	}
 	// a folding enqueue binding a missing budget fails as any enqueue
 	g := batJob("park", []any{3}, b)
 	g["budgets"] = []any{budBind("missing", 1)}
-	budErr(t, budDo(t, s, "POST", "/jobs", g), 422, "budget 'missing' does not exist. Create it first or pass create_with.")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", g), 422, "budget 'missing' does not exist. Create it first or pass create_with.")
 	budAck(t, s, budStr(t, blocker, "id"))
-	got := st.next(10 * time.Second)
-	if got.id() != p || budCanon(t, got.job["payload"]) != `[1,2]` {
-		t.Fatalf("frame %s %s, want %s with [1,2]", got.id(), budCanon(t, got.job["payload"]), p)
+	got := st.NextJobFrame(t, 10*time.Second)
+	if got.Job.ID != p || budCanon(t, got.Job.Raw["payload"]) != `[1,2]` {
+		t.Fatalf("frame %s %s, want %s with [1,2]", got.Job.ID, budCanon(t, got.Job.Raw["payload"]), p)
 	}
-	if budCanon(t, got.job["budgets"]) != `[{"cost":1,"key":"one"}]` {
-		t.Fatalf("the parked job's bindings changed: %s", budCanon(t, got.job["budgets"]))
+	if budCanon(t, got.Job.Raw["budgets"]) != `[{"cost":1,"key":"one"}]` {
+		t.Fatalf("the parked job's bindings changed: %s", budCanon(t, got.Job.Raw["budgets"]))
 	}
 }
 
@@ -412,12 +414,12 @@ func TestBatchFoldAfterRestart(t *testing.T) {
 		t.Fatalf("payload %s", got)
 	}
 	// in flight at a crash: recovered to ready, sealed
-	st := budOpenStream(t, s, "rq", 1)
-	if f := st.next(10 * time.Second); f.id() != p {
-		t.Fatalf("took %s", f.id())
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("rq", 1), Accept: apitest.AcceptNDJSON})
+	if f := st.NextJobFrame(t, 10*time.Second); f.Job.ID != p {
+		t.Fatalf("took %s", f.Job.ID)
 	}
 	s.Kill()
-	st.close()
+	st.Close()
 	s.Restart()
 	if id := budStr(t, batEnqueue(t, s, batJob("rq", []any{4}, b), false), "id"); id == p {
 		t.Fatal("a job recovered from in flight took a fold")
@@ -435,17 +437,17 @@ func TestBatchLongProgramStopped(t *testing.T) {
 	s := servertest.Start(t)
 	spin := `last(range(1e12)) > 0`
 	start := time.Now()
-	r := budDo(t, s, "POST", "/jobs", batJob("q", 1, map[string]any{"key": "spin", "when": spin, "fold": batFoldConcat}))
+	r := apitest.DoJSON(t, s.URL, "POST", "/jobs", batJob("q", 1, map[string]any{"key": "spin", "when": spin, "fold": batFoldConcat}))
 	if elapsed := time.Since(start); elapsed > 3*time.Second {
 		t.Fatalf("answered after %v, want about a second", elapsed)
 	}
-	budErr(t, r, 422, "batch dry-run: when: expression failed at runtime: evaluation exceeded the time limit of 500ms")
+	apitest.RequireError(t, r, 422, "batch dry-run: when: expression failed at runtime: evaluation exceeded the time limit of 500ms")
 	// (that the server answers others meanwhile: TestBatchSlowProgramStallsNobody)
 	// a fold that times out on the real payloads is a fold failure
 	slowFold := map[string]any{"key": "slowfold", "when": "true", "fold": `if $existing == $new then $new else (last(range(1e12)) | $new) end`}
 	p := budStr(t, batEnqueue(t, s, batJob("q", 1, slowFold), false), "id")
 	t0 := time.Now()
-	budErr(t, budDo(t, s, "POST", "/jobs", batJob("q", 2, slowFold)), 422, "batch fold failed: fold expression failed at runtime: evaluation exceeded the time limit of 500ms")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", batJob("q", 2, slowFold)), 422, "batch fold failed: fold expression failed at runtime: evaluation exceeded the time limit of 500ms")
 	if d := time.Since(t0); d > 3*time.Second {
 		t.Fatalf("fold failure answered after %v", d)
 	}
@@ -476,27 +478,27 @@ func TestBatchSlowProgramStallsNobody(t *testing.T) {
 		"when": `if $existing == $new then true else last(range(1e12)) end`}
 	other := batBatch("fast", batFoldConcat)
 	batEnqueue(t, s, batJob("fq", []any{1}, other), false)
-	st := budOpenStream(t, s, "wq", 1)
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("wq", 1), Accept: apitest.AcceptNDJSON})
 
 	slowDone := make(chan time.Time, 1)
-	var slowResp budResp
+	var slowResp apitest.Response
 	go func() {
 		items := make([]any, 6)
 		for i := range items {
 			items[i] = batJob("sq", i, slow)
 		}
-		slowResp = budDo(t, s, "POST", "/jobs/bulk", map[string]any{"jobs": items})
+		slowResp = apitest.DoJSON(t, s.URL, "POST", "/jobs/bulk", map[string]any{"jobs": items})
 		slowDone <- time.Now()
 	}()
 	batWaitFoldWorkerBusy(t, s, func() bool { return len(slowDone) > 0 })
 	batEnqueue(t, s, batJob("fq", []any{2}, other), true)
-	w := budObj(t, budDo(t, s, "POST", "/jobs", map[string]any{"type": "t", "queue": "wq", "payload": 1}), 201)
-	if f := st.next(10 * time.Second); f.id() != budStr(t, w, "id") {
-		t.Fatalf("took %s", f.id())
+	w := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", map[string]any{"type": "t", "queue": "wq", "payload": 1}), 201)
+	if f := st.NextJobFrame(t, 10*time.Second); f.Job.ID != budStr(t, w, "id") {
+		t.Fatalf("took %s", f.Job.ID)
 	}
 	othersDone := time.Now()
 	slowAt := <-slowDone
-	jobs := budObj(t, slowResp, 201)["jobs"].([]any)
+	jobs := apitest.Object(t, slowResp, 201)["jobs"].([]any)
 	for i, j := range jobs {
 		if j.(map[string]any)["folded"] != false {
 			t.Fatalf("item %d folded although its when timed out: %v", i, j)
@@ -517,13 +519,13 @@ func TestBatchTracedAndCounted(t *testing.T) {
 	tr := obsOpenTrace(t, s, "queue=tq")
 	b := map[string]any{"key": "obs", "when": `($existing | length) < 2`, "fold": batFoldConcat}
 	p := budStr(t, batEnqueue(t, s, batJob("tq", []any{1}, b), false), "id")
-	r := budDoMsgpack(t, s, "POST", "/jobs", batJob("tq", []any{2}, b))
-	if m := budObj(t, r, 200); m["folded"] != true || m["id"] != p {
+	r := apitest.DoMsgpack(t, s.URL, "POST", "/jobs", batJob("tq", []any{2}, b))
+	if m := apitest.Object(t, r, 200); m["folded"] != true || m["id"] != p {
 		t.Fatalf("msgpack fold answered %v", m)
 	}
 	p2 := budStr(t, batEnqueue(t, s, batJob("tq", []any{3}, b), false), "id") // when false: p seals
-	st := budOpenStream(t, s, "tq", 10)
-	st.take(2, 10*time.Second) // p2's dispatch seals it
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("tq", 10), Accept: apitest.AcceptNDJSON})
+	st.Frames(t, 2, 10*time.Second) // p2's dispatch seals it
 	tr.until("two seals and a fold", func() bool {
 		return tr.count("folded", p) == 1 && tr.count("batch_sealed", p) == 1 && tr.count("batch_sealed", p2) == 1
 	})

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -41,7 +43,7 @@ func batEnqueue(t testing.TB, s *servertest.Server, job map[string]any, folded b
 	if folded {
 		status = http.StatusOK
 	}
-	m := budObj(t, budDo(t, s, "POST", "/jobs", job), status)
+	m := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", job), status)
 	if m["folded"] != folded || m["duplicate"] != false {
 		t.Fatalf("enqueue %v: folded=%v duplicate=%v, want folded=%v duplicate=false", job, m["folded"], m["duplicate"], folded)
 	}
@@ -57,7 +59,7 @@ func batPayload(t testing.TB, s *servertest.Server, id string) string {
 // batCount returns GET /jobs/count for the query.
 func batCount(t testing.TB, s *servertest.Server, query string) int64 {
 	t.Helper()
-	return budInt(t, budObj(t, budDo(t, s, "GET", "/jobs/count?"+query, nil), http.StatusOK), "count")
+	return budInt(t, apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/jobs/count?"+query, nil), http.StatusOK), "count")
 }
 
 // batWaitFoldWorkerBusy polls /metrics until a fold worker is busy; it fails
@@ -65,7 +67,7 @@ func batCount(t testing.TB, s *servertest.Server, query string) int64 {
 func batWaitFoldWorkerBusy(t testing.TB, s *servertest.Server, finished func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(string(budDo(t, s, "GET", "/metrics", nil).body), "tollgate_fold_workers_busy 1") {
+	for !strings.Contains(string(apitest.DoJSON(t, s.URL, "GET", "/metrics", nil).Body), "tollgate_fold_workers_busy 1") {
 		if finished() {
 			t.Fatal("the evaluation finished before it was seen running")
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -19,15 +21,15 @@ func TestBudgetsMsgpackCRUD(t *testing.T) {
 
 	const tbs = `{"burst":2,"duration_ms":60000,"type":"time_based"}`
 	before := budNowMs()
-	r := budDoMsgpack(t, s, "POST", "/budgets/mp", map[string]any{
+	r := apitest.DoMsgpack(t, s.URL, "POST", "/budgets/mp", map[string]any{
 		"allocation": 5,
 		"strategy":   map[string]any{"type": "time_based", "duration_ms": 60000, "burst": 2},
 	})
 	after := budNowMs()
-	if ct := r.header.Get("Content-Type"); ct != budCTMsgpack {
-		t.Fatalf("%v: Content-Type %q, want %q", r, ct, budCTMsgpack)
+	if ct := r.Header.Get("Content-Type"); ct != apitest.CTMsgpack {
+		t.Fatalf("%v: Content-Type %q, want %q", r, ct, apitest.CTMsgpack)
 	}
-	m := budObj(t, r, http.StatusCreated)
+	m := apitest.Object(t, r, http.StatusCreated)
 	created, updated := budCheckBudget(t, m, "mp", 5, tbs)
 	if created != updated || created < before || created > after {
 		t.Fatalf("created_at %d updated_at %d not equal/within [%d, %d]", created, updated, before, after)
@@ -40,39 +42,39 @@ func TestBudgetsMsgpackCRUD(t *testing.T) {
 	if err := enc.Encode(map[string]any{"allocation": 3, "strategy": map[string]any{"type": "while_in_flight"}}); err != nil {
 		t.Fatal(err)
 	}
-	m = budObj(t, budDoMsgpack(t, s, "POST", "/budgets/mp-compact", []byte(buf.String())), http.StatusCreated)
+	m = apitest.Object(t, apitest.DoMsgpack(t, s.URL, "POST", "/budgets/mp-compact", []byte(buf.String())), http.StatusCreated)
 	budCheckBudget(t, m, "mp-compact", 3, `{"type":"while_in_flight"}`)
 
 	// Duplicate: 409 with a msgpack error body.
-	budErr(t, budDoMsgpack(t, s, "POST", "/budgets/mp", map[string]any{
+	apitest.RequireError(t, apitest.DoMsgpack(t, s.URL, "POST", "/budgets/mp", map[string]any{
 		"allocation": 9, "strategy": map[string]any{"type": "while_in_flight"},
 	}), http.StatusConflict, "budget 'mp' already exists")
 
 	// GET in msgpack; the same budget read as JSON is identical.
-	m = budObj(t, budDoMsgpack(t, s, "GET", "/budgets/mp", nil), http.StatusOK)
-	mj := budObj(t, budDo(t, s, "GET", "/budgets/mp", nil), http.StatusOK)
+	m = apitest.Object(t, apitest.DoMsgpack(t, s.URL, "GET", "/budgets/mp", nil), http.StatusOK)
+	mj := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/mp", nil), http.StatusOK)
 	if budCanon(t, m) != budCanon(t, mj) {
 		t.Fatalf("msgpack %s != json %s", budCanon(t, m), budCanon(t, mj))
 	}
 
 	// JSON request, msgpack response; and msgpack request, JSON response.
-	r = budSend(t, s, "PUT", "/budgets/mp", []byte(`{"allocation":6,"strategy":{"type":"time_based","duration_ms":60000,"burst":2}}`),
-		map[string]string{"Content-Type": budCTJSON, "Accept": budCTMsgpack})
-	if r.header.Get("Content-Type") != budCTMsgpack {
+	r = apitest.Request(t, nil, s.URL, "PUT", "/budgets/mp", []byte(`{"allocation":6,"strategy":{"type":"time_based","duration_ms":60000,"burst":2}}`),
+		map[string]string{"Content-Type": apitest.CTJSON, "Accept": apitest.CTMsgpack})
+	if r.Header.Get("Content-Type") != apitest.CTMsgpack {
 		t.Fatalf("%v: want msgpack response", r)
 	}
-	m = budObj(t, r, http.StatusOK)
+	m = apitest.Object(t, r, http.StatusOK)
 	c, _ := budCheckBudget(t, m, "mp", 6, tbs)
 	if c != created {
 		t.Fatalf("PUT replace changed created_at")
 	}
 	raw, _ := msgpack.Marshal(map[string]any{"allocation": 7, "strategy": map[string]any{"type": "time_based", "duration_ms": 60000, "burst": 2}})
-	r = budSend(t, s, "PUT", "/budgets/mp", raw, map[string]string{"Content-Type": budCTMsgpack})
-	m = budObj(t, r, http.StatusOK) // Accept absent -> JSON
+	r = apitest.Request(t, nil, s.URL, "PUT", "/budgets/mp", raw, map[string]string{"Content-Type": apitest.CTMsgpack})
+	m = apitest.Object(t, r, http.StatusOK) // Accept absent -> JSON
 	budCheckBudget(t, m, "mp", 7, tbs)
 
 	// PATCH with a msgpack nil clears the burst.
-	m = budObj(t, budDoMsgpack(t, s, "PATCH", "/budgets/mp", map[string]any{
+	m = apitest.Object(t, apitest.DoMsgpack(t, s.URL, "PATCH", "/budgets/mp", map[string]any{
 		"strategy": map[string]any{"burst": nil},
 	}), http.StatusOK)
 	c, _ = budCheckBudget(t, m, "mp", 7, `{"duration_ms":60000,"type":"time_based"}`)
@@ -81,24 +83,24 @@ func TestBudgetsMsgpackCRUD(t *testing.T) {
 	}
 
 	// Validation errors come back in msgpack too.
-	budErr(t, budDoMsgpack(t, s, "POST", "/budgets/mp-bad", map[string]any{
+	apitest.RequireError(t, apitest.DoMsgpack(t, s.URL, "POST", "/budgets/mp-bad", map[string]any{
 		"allocation": 0, "strategy": map[string]any{"type": "while_in_flight"},
 	}), http.StatusUnprocessableEntity, "allocation must be at least 1")
-	budErrPrefix(t, budDoMsgpack(t, s, "POST", "/budgets/mp-bad", map[string]any{
+	apitest.RequireErrorPrefix(t, apitest.DoMsgpack(t, s.URL, "POST", "/budgets/mp-bad", map[string]any{
 		"allocation": "ten", "strategy": map[string]any{"type": "while_in_flight"},
 	}), http.StatusBadRequest, "invalid MessagePack: ")
-	budErrPrefix(t, budDoMsgpack(t, s, "POST", "/budgets/mp-bad", []byte{0xc1}), http.StatusBadRequest, "invalid MessagePack: ")
-	budErr(t, budDoMsgpack(t, s, "GET", "/budgets/mp-bad", nil), http.StatusNotFound, "budget 'mp-bad' not found")
+	apitest.RequireErrorPrefix(t, apitest.DoMsgpack(t, s.URL, "POST", "/budgets/mp-bad", []byte{0xc1}), http.StatusBadRequest, "invalid MessagePack: ")
+	apitest.RequireError(t, apitest.DoMsgpack(t, s.URL, "GET", "/budgets/mp-bad", nil), http.StatusNotFound, "budget 'mp-bad' not found")
 
 	// List in msgpack.
-	l := budObj(t, budDoMsgpack(t, s, "GET", "/budgets", nil), http.StatusOK)
+	l := apitest.Object(t, apitest.DoMsgpack(t, s.URL, "GET", "/budgets", nil), http.StatusOK)
 	items, _ := l["budgets"].([]any)
 	if len(items) != 2 || budStr(t, items[0].(map[string]any), "key") != "mp" || budStr(t, items[1].(map[string]any), "key") != "mp-compact" {
 		t.Fatalf("msgpack list %s", budCanon(t, l))
 	}
 
 	// Enqueue with bindings in msgpack; the response carries them.
-	j := budObj(t, budDoMsgpack(t, s, "POST", "/jobs", map[string]any{
+	j := apitest.Object(t, apitest.DoMsgpack(t, s.URL, "POST", "/jobs", map[string]any{
 		"type": "t", "queue": "mpq", "payload": map[string]any{"a": 1},
 		"budgets": []any{map[string]any{"key": "mp-compact", "cost": 2}, map[string]any{"key": "mp-new",
 			"create_with": map[string]any{"allocation": 4, "strategy": map[string]any{"type": "while_in_flight"}}}},
@@ -106,18 +108,18 @@ func TestBudgetsMsgpackCRUD(t *testing.T) {
 	if b := budCanon(t, j["budgets"]); b != `[{"cost":2,"key":"mp-compact"},{"cost":1,"key":"mp-new"}]` {
 		t.Fatalf("msgpack enqueue budgets %s", b)
 	}
-	gj := budObj(t, budDoMsgpack(t, s, "GET", "/jobs/"+budStr(t, j, "id"), nil), http.StatusOK)
+	gj := apitest.Object(t, apitest.DoMsgpack(t, s.URL, "GET", "/jobs/"+budStr(t, j, "id"), nil), http.StatusOK)
 	if b := budCanon(t, gj["budgets"]); b != `[{"cost":2,"key":"mp-compact"},{"cost":1,"key":"mp-new"}]` {
 		t.Fatalf("msgpack GET job budgets %s", b)
 	}
-	m = budObj(t, budDoMsgpack(t, s, "GET", "/budgets/mp-new", nil), http.StatusOK)
+	m = apitest.Object(t, apitest.DoMsgpack(t, s.URL, "GET", "/budgets/mp-new", nil), http.StatusOK)
 	budCheckBudget(t, m, "mp-new", 4, `{"type":"while_in_flight"}`)
-	budErr(t, budDoMsgpack(t, s, "DELETE", "/budgets/mp-new", nil), http.StatusConflict,
+	apitest.RequireError(t, apitest.DoMsgpack(t, s.URL, "DELETE", "/budgets/mp-new", nil), http.StatusConflict,
 		"budget 'mp-new' is referenced by 1 unfinished job. Delete them or wait for them to finish before deleting it.")
 
 	// DELETE with Accept msgpack: 204, no body.
-	budNoContent(t, budDoMsgpack(t, s, "DELETE", "/budgets/mp", nil))
-	budErr(t, budDoMsgpack(t, s, "DELETE", "/budgets/mp", nil), http.StatusNotFound, "budget 'mp' not found")
+	apitest.RequireNoContent(t, apitest.DoMsgpack(t, s.URL, "DELETE", "/budgets/mp", nil))
+	apitest.RequireError(t, apitest.DoMsgpack(t, s.URL, "DELETE", "/budgets/mp", nil), http.StatusNotFound, "budget 'mp' not found")
 }
 
 // budDefCase is one row of the §4.10 definition table.
@@ -160,13 +162,13 @@ func TestBudgetsDefinitionValidation(t *testing.T) {
 	for _, method := range []string{"POST", "PUT"} {
 		for _, c := range cases {
 			key := "v-" + strings.ReplaceAll(c.name, " ", "-")
-			r := budDo(t, s, method, budPath(key), c.body)
+			r := apitest.DoJSON(t, s.URL, method, budPath(key), c.body)
 			if c.status == 400 {
-				budErrPrefix(t, r, 400, c.text)
+				apitest.RequireErrorPrefix(t, r, 400, c.text)
 			} else {
-				budErr(t, r, c.status, c.text)
+				apitest.RequireError(t, r, c.status, c.text)
 			}
-			budErr(t, budDo(t, s, "GET", budPath(key), nil), http.StatusNotFound, "budget '"+key+"' not found")
+			apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", budPath(key), nil), http.StatusNotFound, "budget '"+key+"' not found")
 		}
 	}
 
@@ -179,41 +181,41 @@ func TestBudgetsDefinitionValidation(t *testing.T) {
 		{"long-duration", `{"allocation":10,"strategy":{"type":"time_based","duration_ms":86400000000}}`, `{"duration_ms":86400000000,"type":"time_based"}`},
 	}
 	for _, v := range valid {
-		m := budObj(t, budDo(t, s, "POST", budPath(v.key), v.body), http.StatusCreated)
+		m := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", budPath(v.key), v.body), http.StatusCreated)
 		budCheckBudget(t, m, v.key, budInt(t, m, "allocation"), v.strategy)
 	}
 
 	// Decision 19: key, created_at, updated_at in a body are ignored.
 	before := budNowMs()
-	m := budObj(t, budDo(t, s, "POST", "/budgets/ignored-fields",
+	m := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/budgets/ignored-fields",
 		`{"key":"other","created_at":1,"updated_at":2,"allocation":3,"strategy":{"type":"while_in_flight","extra":true},"extra":1}`), http.StatusCreated)
 	c, _ := budCheckBudget(t, m, "ignored-fields", 3, `{"type":"while_in_flight"}`)
 	if c < before {
 		t.Fatalf("created_at %d taken from the body", c)
 	}
-	budErr(t, budDo(t, s, "GET", "/budgets/other", nil), http.StatusNotFound, "budget 'other' not found")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/other", nil), http.StatusNotFound, "budget 'other' not found")
 
 	// An invalid body for an existing key is never a 409 from PUT; PUT
 	// replacing an existing budget with an invalid definition is 422 and
 	// leaves it untouched.
-	budErr(t, budDo(t, s, "PUT", "/budgets/min-alloc", `{"allocation":0,"strategy":{"type":"while_in_flight"}}`),
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/min-alloc", `{"allocation":0,"strategy":{"type":"while_in_flight"}}`),
 		http.StatusUnprocessableEntity, "allocation must be at least 1")
-	m = budObj(t, budDo(t, s, "GET", "/budgets/min-alloc", nil), http.StatusOK)
+	m = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/min-alloc", nil), http.StatusOK)
 	budCheckBudget(t, m, "min-alloc", 1, `{"duration_ms":1,"type":"time_based"}`)
 
 	// §1.2: 406 and 415 on the budget routes.
-	r := budSend(t, s, "GET", "/budgets", nil, map[string]string{"Accept": "text/plain"})
-	m = budObj(t, r, http.StatusNotAcceptable)
+	r := apitest.Request(t, nil, s.URL, "GET", "/budgets", nil, map[string]string{"Accept": "text/plain"})
+	m = apitest.Object(t, r, http.StatusNotAcceptable)
 	if budCanon(t, m) != `{"error":"not acceptable","supported":["application/json","application/msgpack"]}` {
 		t.Fatalf("406 body %s", budCanon(t, m))
 	}
-	r = budSend(t, s, "POST", "/budgets/ct", []byte(`{"allocation":1,"strategy":{"type":"while_in_flight"}}`),
+	r = apitest.Request(t, nil, s.URL, "POST", "/budgets/ct", []byte(`{"allocation":1,"strategy":{"type":"while_in_flight"}}`),
 		map[string]string{"Content-Type": "text/plain"})
-	m = budObj(t, r, http.StatusUnsupportedMediaType)
+	m = apitest.Object(t, r, http.StatusUnsupportedMediaType)
 	if budCanon(t, m) != `{"error":"unsupported media type","supported":["application/json","application/msgpack"]}` {
 		t.Fatalf("415 body %s", budCanon(t, m))
 	}
-	budErr(t, budDo(t, s, "GET", "/budgets/ct", nil), http.StatusNotFound, "budget 'ct' not found")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/ct", nil), http.StatusNotFound, "budget 'ct' not found")
 }
 
 // TestBudgetsKeys: §4.3 key rules, '/' via %2F, the 255-byte limit,
@@ -242,12 +244,12 @@ func TestBudgetsKeys(t *testing.T) {
 	}
 	for _, b := range bad {
 		want := "invalid budget key '" + b.key + "': " + b.reason
-		budErr(t, budDo(t, s, "POST", budPath(b.key), def), http.StatusUnprocessableEntity, want)
-		budErr(t, budDo(t, s, "PUT", budPath(b.key), def), http.StatusUnprocessableEntity, want)
+		apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", budPath(b.key), def), http.StatusUnprocessableEntity, want)
+		apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", budPath(b.key), def), http.StatusUnprocessableEntity, want)
 		nf := "budget '" + b.key + "' not found"
-		budErr(t, budDo(t, s, "GET", budPath(b.key), nil), http.StatusNotFound, nf)
-		budErr(t, budDo(t, s, "PATCH", budPath(b.key), `{"allocation":3}`), http.StatusNotFound, nf)
-		budErr(t, budDo(t, s, "DELETE", budPath(b.key), nil), http.StatusNotFound, nf)
+		apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", budPath(b.key), nil), http.StatusNotFound, nf)
+		apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", budPath(b.key), `{"allocation":3}`), http.StatusNotFound, nf)
+		apitest.RequireError(t, apitest.DoJSON(t, s.URL, "DELETE", budPath(b.key), nil), http.StatusNotFound, nf)
 	}
 
 	good := []string{
@@ -260,15 +262,15 @@ func TestBudgetsKeys(t *testing.T) {
 		"a:b;c=d@e+f",   // sub-delims
 	}
 	for _, k := range good {
-		m := budObj(t, budDo(t, s, "POST", budPath(k), def), http.StatusCreated)
+		m := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", budPath(k), def), http.StatusCreated)
 		budCheckBudget(t, m, k, 2, `{"type":"while_in_flight"}`)
-		m = budObj(t, budDo(t, s, "GET", budPath(k), nil), http.StatusOK)
+		m = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", budPath(k), nil), http.StatusOK)
 		budCheckBudget(t, m, k, 2, `{"type":"while_in_flight"}`)
 	}
 	if p := budPath("a/b"); p != "/budgets/a%2Fb" {
 		t.Fatalf("test bug: path %q", p)
 	}
-	m := budObj(t, budDo(t, s, "PATCH", "/budgets/a%2Fb", `{"allocation":4}`), http.StatusOK)
+	m := apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/a%2Fb", `{"allocation":4}`), http.StatusOK)
 	budCheckBudget(t, m, "a/b", 4, `{"type":"while_in_flight"}`)
 	// A binding can name the slash key too.
 	j := budEnqueue(t, s, budJob("keys", budBind("a/b", 3)))
@@ -276,7 +278,7 @@ func TestBudgetsKeys(t *testing.T) {
 		t.Fatalf("budgets %s", b)
 	}
 
-	l := budObj(t, budDo(t, s, "GET", "/budgets", nil), http.StatusOK)
+	l := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets", nil), http.StatusOK)
 	items, _ := l["budgets"].([]any)
 	var keys []string
 	for _, it := range items {
@@ -289,11 +291,11 @@ func TestBudgetsKeys(t *testing.T) {
 		t.Fatalf("listed keys %q, want %q", keys, good)
 	}
 
-	budErr(t, budDo(t, s, "DELETE", "/budgets/a%2Fb", nil), http.StatusConflict,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/a%2Fb", nil), http.StatusConflict,
 		"budget 'a/b' is referenced by 1 unfinished job. Delete them or wait for them to finish before deleting it.")
-	budNoContent(t, budDo(t, s, "DELETE", "/budgets/case", nil))
-	budObj(t, budDo(t, s, "GET", "/budgets/Case", nil), http.StatusOK)
-	budErr(t, budDo(t, s, "GET", "/budgets/case", nil), http.StatusNotFound, "budget 'case' not found")
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/case", nil))
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/Case", nil), http.StatusOK)
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/case", nil), http.StatusNotFound, "budget 'case' not found")
 }
 
 // TestBudgetsPatch: §4.11 merge-patch semantics, allowed and forbidden nulls,
@@ -302,19 +304,19 @@ func TestBudgetsPatch(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
 
-	budErr(t, budDo(t, s, "PATCH", "/budgets/nope", `{"allocation":3}`), http.StatusNotFound, "budget 'nope' not found")
-	budErr(t, budDo(t, s, "PATCH", "/budgets/nope", `{"allocation":3,"strategy":{"type":"while_in_flight"}}`), http.StatusNotFound, "budget 'nope' not found")
-	budErr(t, budDo(t, s, "GET", "/budgets/nope", nil), http.StatusNotFound, "budget 'nope' not found")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/nope", `{"allocation":3}`), http.StatusNotFound, "budget 'nope' not found")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/nope", `{"allocation":3,"strategy":{"type":"while_in_flight"}}`), http.StatusNotFound, "budget 'nope' not found")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/nope", nil), http.StatusNotFound, "budget 'nope' not found")
 
-	m := budObj(t, budDo(t, s, "POST", "/budgets/p", `{"allocation":10,"strategy":{"type":"time_based","duration_ms":1000}}`), http.StatusCreated)
+	m := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/budgets/p", `{"allocation":10,"strategy":{"type":"time_based","duration_ms":1000}}`), http.StatusCreated)
 	created, updated := budCheckBudget(t, m, "p", 10, `{"duration_ms":1000,"type":"time_based"}`)
 
 	step := func(body string, alloc int64, strategy string) {
 		t.Helper()
 		before := budNowMs()
-		r := budSend(t, s, "PATCH", "/budgets/p", []byte(body), map[string]string{"Content-Type": "application/merge-patch+json"})
+		r := apitest.Request(t, nil, s.URL, "PATCH", "/budgets/p", []byte(body), map[string]string{"Content-Type": "application/merge-patch+json"})
 		after := budNowMs()
-		m := budObj(t, r, http.StatusOK)
+		m := apitest.Object(t, r, http.StatusOK)
 		c, u := budCheckBudget(t, m, "p", alloc, strategy)
 		if c != created {
 			t.Fatalf("PATCH %s changed created_at %d -> %d", body, created, c)
@@ -323,21 +325,21 @@ func TestBudgetsPatch(t *testing.T) {
 			t.Fatalf("PATCH %s: updated_at %d not now within [%d, %d]", body, u, before, after)
 		}
 		updated = u
-		g := budObj(t, budDo(t, s, "GET", "/budgets/p", nil), http.StatusOK)
+		g := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/p", nil), http.StatusOK)
 		if budCanon(t, g) != budCanon(t, m) {
 			t.Fatalf("GET after PATCH %s = %s, PATCH answered %s", body, budCanon(t, g), budCanon(t, m))
 		}
 	}
 	reject := func(body string, status int, text string) {
 		t.Helper()
-		g0 := budCanon(t, budObj(t, budDo(t, s, "GET", "/budgets/p", nil), http.StatusOK))
-		r := budDo(t, s, "PATCH", "/budgets/p", body)
+		g0 := budCanon(t, apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/p", nil), http.StatusOK))
+		r := apitest.DoJSON(t, s.URL, "PATCH", "/budgets/p", body)
 		if status == 400 {
-			budErrPrefix(t, r, status, text)
+			apitest.RequireErrorPrefix(t, r, status, text)
 		} else {
-			budErr(t, r, status, text)
+			apitest.RequireError(t, r, status, text)
 		}
-		if g1 := budCanon(t, budObj(t, budDo(t, s, "GET", "/budgets/p", nil), http.StatusOK)); g1 != g0 {
+		if g1 := budCanon(t, apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/p", nil), http.StatusOK)); g1 != g0 {
 			t.Fatalf("rejected PATCH %s changed the budget: %s -> %s", body, g0, g1)
 		}
 	}
@@ -366,8 +368,8 @@ func TestBudgetsPatch(t *testing.T) {
 	// Both duration_ms and burst are set here; §4.10 does not order the two
 	// checks, so either text is accepted.
 	{
-		r := budDo(t, s, "PATCH", "/budgets/p", `{"strategy":{"type":"while_in_flight"}}`)
-		m := budObj(t, r, 422)
+		r := apitest.DoJSON(t, s.URL, "PATCH", "/budgets/p", `{"strategy":{"type":"while_in_flight"}}`)
+		m := apitest.Object(t, r, 422)
 		if e := m["error"]; e != "while_in_flight strategy does not accept duration_ms" && e != "while_in_flight strategy does not accept burst" {
 			t.Fatalf("%v: want a 'does not accept' error", r)
 		}
@@ -414,24 +416,24 @@ func TestBudgetsCostGuards(t *testing.T) {
 	budEnqueue(t, s, budJob("guards", budBind("g", 2)))
 
 	tail := " Raise the allocation, delete them, or wait for them to drain."
-	budErr(t, budDo(t, s, "PATCH", "/budgets/g", `{"allocation":3}`), 422,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/g", `{"allocation":3}`), 422,
 		"budget 'g' cannot allocate 3: 2 unfinished jobs draw up to 5 from it."+tail)
-	budErr(t, budDo(t, s, "PATCH", "/budgets/g", `{"allocation":4}`), 422,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/g", `{"allocation":4}`), 422,
 		"budget 'g' cannot allocate 4: 1 unfinished job draw up to 5 from it."+tail)
-	budErr(t, budDo(t, s, "PUT", "/budgets/g", budWIF(1)), 422,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/g", budWIF(1)), 422,
 		"budget 'g' cannot allocate 1: 3 unfinished jobs draw up to 5 from it."+tail)
 	// Switching type is checked the same way.
-	budErr(t, budDo(t, s, "PUT", "/budgets/g", budTB(4, 1000, 0)), 422,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/g", budTB(4, 1000, 0)), 422,
 		"budget 'g' cannot allocate 4: 1 unfinished job draw up to 5 from it."+tail)
-	budErr(t, budDo(t, s, "DELETE", "/budgets/g", nil), 409,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/g", nil), 409,
 		"budget 'g' is referenced by 3 unfinished jobs. Delete them or wait for them to finish before deleting it.")
-	m := budObj(t, budDo(t, s, "PATCH", "/budgets/g", `{"allocation":5}`), http.StatusOK)
+	m := apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/g", `{"allocation":5}`), http.StatusOK)
 	budCheckBudget(t, m, "g", 5, `{"type":"while_in_flight"}`)
 
 	// Deleting the cost-5 job lowers the ceiling it imposed and the count.
-	budNoContent(t, budDo(t, s, "DELETE", "/jobs/"+budStr(t, j5, "id"), nil))
-	budObj(t, budDo(t, s, "PATCH", "/budgets/g", `{"allocation":4}`), http.StatusOK)
-	budErr(t, budDo(t, s, "DELETE", "/budgets/g", nil), 409,
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/jobs/"+budStr(t, j5, "id"), nil))
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/g", `{"allocation":4}`), http.StatusOK)
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/g", nil), 409,
 		"budget 'g' is referenced by 2 unfinished jobs. Delete them or wait for them to finish before deleting it.")
 
 	// Burst guard (checked after the allocation).
@@ -440,18 +442,18 @@ func TestBudgetsCostGuards(t *testing.T) {
 	budEnqueue(t, s, budJob(holdQ, budBind("gb", 6)))
 	budEnqueue(t, s, budJob(holdQ, budBind("gb", 3)))
 	btail := " Raise the burst, delete them, or wait for them to drain."
-	budErr(t, budDo(t, s, "PATCH", "/budgets/gb", `{"strategy":{"burst":5}}`), 422,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/gb", `{"strategy":{"burst":5}}`), 422,
 		"budget 'gb' cannot burst 5: 1 unfinished job draw up to 6 from it."+btail)
-	budErr(t, budDo(t, s, "PATCH", "/budgets/gb", `{"strategy":{"burst":2}}`), 422,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/gb", `{"strategy":{"burst":2}}`), 422,
 		"budget 'gb' cannot burst 2: 2 unfinished jobs draw up to 6 from it."+btail)
-	budErr(t, budDo(t, s, "PUT", "/budgets/gb", budTB(5, 1000, 2)), 422,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/gb", budTB(5, 1000, 2)), 422,
 		"budget 'gb' cannot allocate 5: 1 unfinished job draw up to 6 from it."+tail)
-	budErr(t, budDo(t, s, "PUT", "/budgets/gb", budTB(100, 1000, 4)), 422,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/gb", budTB(100, 1000, 4)), 422,
 		"budget 'gb' cannot burst 4: 1 unfinished job draw up to 6 from it."+btail)
-	m = budObj(t, budDo(t, s, "PATCH", "/budgets/gb", `{"strategy":{"burst":6}}`), http.StatusOK)
+	m = apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/gb", `{"strategy":{"burst":6}}`), http.StatusOK)
 	budCheckBudget(t, m, "gb", 10, `{"burst":6,"duration_ms":1000,"type":"time_based"}`)
 	// Enqueue-side ceiling is min(allocation, burst) (Decision 6).
-	budErr(t, budDo(t, s, "POST", "/jobs", budJob(holdQ, budBind("gb", 7))), 422,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", budJob(holdQ, budBind("gb", 7))), 422,
 		"budget 'gb' cannot accept a job costing 7: its burst is 6. Lower the cost or raise the burst.")
 
 	// In-flight jobs count as unfinished; a dead (finished) job does not block
@@ -459,25 +461,25 @@ func TestBudgetsCostGuards(t *testing.T) {
 	budMustPut(t, s, "fin", budWIF(3))
 	jf := budEnqueue(t, s, budJob("guards-fin", budBind("fin", 3)))
 	id := budStr(t, jf, "id")
-	st := budOpenStream(t, s, "guards-fin", 1)
-	if got := st.next(10 * time.Second).id(); got != id {
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("guards-fin", 1), Accept: apitest.AcceptNDJSON})
+	if got := st.NextJobFrame(t, 10*time.Second).Job.ID; got != id {
 		t.Fatalf("took %s, want %s", got, id)
 	}
-	budErr(t, budDo(t, s, "PATCH", "/budgets/fin", `{"allocation":2}`), 422,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/fin", `{"allocation":2}`), 422,
 		"budget 'fin' cannot allocate 2: 1 unfinished job draw up to 3 from it."+tail)
-	budErr(t, budDo(t, s, "DELETE", "/budgets/fin", nil), 409,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/fin", nil), 409,
 		"budget 'fin' is referenced by 1 unfinished job. Delete them or wait for them to finish before deleting it.")
-	fj := budObj(t, budDo(t, s, "POST", "/jobs/"+id+"/failure", `{"message":"boom","kill":true}`), http.StatusOK)
+	fj := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/jobs/"+id+"/failure", `{"message":"boom","kill":true}`), http.StatusOK)
 	if budStr(t, fj, "status") != "dead" {
 		t.Fatalf("kill -> status %v", fj["status"])
 	}
-	budNoContent(t, budDo(t, s, "DELETE", "/budgets/fin", nil))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/fin", nil))
 	dj := budGetJob(t, s, id)
 	if b := budCanon(t, dj["budgets"]); b != `[{"cost":3,"key":"fin"}]` {
 		t.Fatalf("dead job lost its binding: %s", b)
 	}
 	// A later budget with the same key is a new budget.
-	m = budObj(t, budDo(t, s, "POST", "/budgets/fin", budWIF(1)), http.StatusCreated)
+	m = apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/budgets/fin", budWIF(1)), http.StatusCreated)
 	budCheckBudget(t, m, "fin", 1, `{"type":"while_in_flight"}`)
 }
 
@@ -487,39 +489,39 @@ func TestBudgetsCostGuards(t *testing.T) {
 func TestBudgetsMaxBudgets(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, "--max-budgets", "2")
-	budObj(t, budDo(t, s, "POST", "/budgets/a", budWIF(1)), http.StatusCreated)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/budgets/a", budWIF(1)), http.StatusCreated)
 	budMustPut(t, s, "b", budWIF(1))
 
 	limit := func(k string) string {
 		return "budget '" + k + "' cannot be created: the limit of 2 budgets has been reached"
 	}
-	budErr(t, budDo(t, s, "POST", "/budgets/c", budWIF(1)), 422, limit("c"))
-	budErr(t, budDo(t, s, "PUT", "/budgets/c", budWIF(1)), 422, limit("c"))
-	budErr(t, budDo(t, s, "POST", "/jobs", budJob("mx", map[string]any{"key": "c", "create_with": budWIF(1)})), 422, limit("c"))
-	budErr(t, budDo(t, s, "POST", "/jobs/bulk", map[string]any{"jobs": []any{
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/budgets/c", budWIF(1)), 422, limit("c"))
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/c", budWIF(1)), 422, limit("c"))
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", budJob("mx", map[string]any{"key": "c", "create_with": budWIF(1)})), 422, limit("c"))
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/jobs/bulk", map[string]any{"jobs": []any{
 		budJob("mx", budBind("a", 1)),
 		budJob("mx", map[string]any{"key": "c", "create_with": budWIF(1)}),
 	}}), 422, "jobs[1]: "+limit("c"))
-	budErr(t, budDo(t, s, "GET", "/budgets/c", nil), 404, "budget 'c' not found")
-	queues := budObj(t, budDo(t, s, "GET", "/queues", nil), http.StatusOK)
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/c", nil), 404, "budget 'c' not found")
+	queues := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/queues", nil), http.StatusOK)
 	if q := budCanon(t, queues["queues"]); q != `[]` {
 		t.Fatalf("queues %s: a rejected enqueue wrote a job", q)
 	}
 
-	budErr(t, budDo(t, s, "POST", "/budgets/a", budWIF(5)), 409, "budget 'a' already exists")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/budgets/a", budWIF(5)), 409, "budget 'a' already exists")
 	m := budMustPut(t, s, "a", budWIF(5))
 	budCheckBudget(t, m, "a", 5, `{"type":"while_in_flight"}`)
-	m = budObj(t, budDo(t, s, "PATCH", "/budgets/b", `{"allocation":7}`), http.StatusOK)
+	m = apitest.Object(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/b", `{"allocation":7}`), http.StatusOK)
 	budCheckBudget(t, m, "b", 7, `{"type":"while_in_flight"}`)
 	// create_with naming an existing budget is fine at the limit.
 	budEnqueue(t, s, budJob("mx", map[string]any{"key": "a", "create_with": budWIF(1)}))
 
 	// Freeing a slot allows a creation again, by create_with.
-	budNoContent(t, budDo(t, s, "DELETE", "/budgets/b", nil))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/b", nil))
 	budEnqueue(t, s, budJob("mx", map[string]any{"key": "c", "create_with": budWIF(2)}))
-	m = budObj(t, budDo(t, s, "GET", "/budgets/c", nil), http.StatusOK)
+	m = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/c", nil), http.StatusOK)
 	budCheckBudget(t, m, "c", 2, `{"type":"while_in_flight"}`)
-	budErr(t, budDo(t, s, "POST", "/budgets/d", budWIF(1)), 422, limit("d"))
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "POST", "/budgets/d", budWIF(1)), 422, limit("d"))
 }
 
 // TestBudgetsMaxBudgetsZeroUnlimited: Decision 25, --max-budgets 0 = unlimited.
@@ -527,7 +529,7 @@ func TestBudgetsMaxBudgetsZeroUnlimited(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, "--max-budgets", "0")
 	for _, k := range []string{"z1", "z2", "z3"} {
-		budObj(t, budDo(t, s, "POST", budPath(k), budWIF(1)), http.StatusCreated)
+		apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", budPath(k), budWIF(1)), http.StatusCreated)
 	}
 	budEnqueue(t, s, budJob("z", map[string]any{"key": "z4", "create_with": budWIF(1)}))
 }

@@ -1,17 +1,12 @@
 package main
 
-// Helpers for the budgets integration tests (SPEC §4). Every helper is
-// prefixed "bud" so it cannot collide with the core_* helpers of the same
-// package. The tests speak plain HTTP to the real binary started by
-// servertest; nothing here knows the server's internals.
+// Helpers for the budgets integration tests (SPEC §4): shortcuts in the
+// budgets' terms on the apitest client, prefixed "bud". The tests speak
+// plain HTTP to the real binary started by servertest; nothing here knows
+// the server's internals.
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -19,182 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
-	"github.com/vmihailenco/msgpack/v5"
 )
-
-const (
-	budCTJSON    = "application/json"
-	budCTMsgpack = "application/msgpack"
-)
-
-var budHTTP = &http.Client{Timeout: 30 * time.Second}
-
-// budResp is one finished HTTP exchange.
-type budResp struct {
-	method, path string
-	status       int
-	header       http.Header
-	body         []byte
-}
-
-func (r budResp) String() string {
-	return fmt.Sprintf("%s %s -> %d %q", r.method, r.path, r.status, r.body)
-}
-
-// budSend performs one request with a raw body and extra headers.
-func budSend(t testing.TB, s *servertest.Server, method, path string, body []byte, hdr map[string]string) budResp {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, s.URL+path, rd)
-	if err != nil {
-		t.Fatalf("new request %s %s: %v", method, path, err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := budHTTP.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading body: %v", method, path, err)
-	}
-	return budResp{method: method, path: path, status: resp.StatusCode, header: resp.Header, body: b}
-}
-
-// budDo sends body as JSON: nil = no body, string/[]byte = raw bytes,
-// anything else is marshalled.
-func budDo(t testing.TB, s *servertest.Server, method, path string, body any) budResp {
-	t.Helper()
-	var raw []byte
-	hdr := map[string]string{}
-	switch b := body.(type) {
-	case nil:
-	case string:
-		raw = []byte(b)
-		hdr["Content-Type"] = budCTJSON
-	case []byte:
-		raw = b
-		hdr["Content-Type"] = budCTJSON
-	default:
-		var err error
-		raw, err = json.Marshal(b)
-		if err != nil {
-			t.Fatalf("marshal: %v", err)
-		}
-		hdr["Content-Type"] = budCTJSON
-	}
-	return budSend(t, s, method, path, raw, hdr)
-}
-
-// budDoMsgpack sends body encoded as msgpack (raw []byte is sent as is) and
-// asks for a msgpack response.
-func budDoMsgpack(t testing.TB, s *servertest.Server, method, path string, body any) budResp {
-	t.Helper()
-	var raw []byte
-	hdr := map[string]string{"Accept": budCTMsgpack}
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		raw = b
-		hdr["Content-Type"] = budCTMsgpack
-	default:
-		var err error
-		raw, err = msgpack.Marshal(b)
-		if err != nil {
-			t.Fatalf("msgpack marshal: %v", err)
-		}
-		hdr["Content-Type"] = budCTMsgpack
-	}
-	return budSend(t, s, method, path, raw, hdr)
-}
-
-// budDecode decodes a JSON or msgpack response (chosen by its exact
-// Content-Type, which must be one of the two) into a generic value whose
-// numbers are json.Number, so both formats compare the same way.
-func budDecode(t testing.TB, r budResp) any {
-	t.Helper()
-	ct := r.header.Get("Content-Type")
-	var data []byte
-	switch ct {
-	case budCTJSON:
-		data = r.body
-	case budCTMsgpack:
-		var v any
-		if err := msgpack.Unmarshal(r.body, &v); err != nil {
-			t.Fatalf("%v: invalid msgpack response: %v", r, err)
-		}
-		j, err := json.Marshal(v)
-		if err != nil {
-			t.Fatalf("%v: msgpack response not representable as JSON (maps must have string keys): %v", r, err)
-		}
-		data = j
-	default:
-		t.Fatalf("%v: Content-Type %q, want exactly %q or %q", r, ct, budCTJSON, budCTMsgpack)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("%v: invalid JSON response: %v", r, err)
-	}
-	return v
-}
-
-// budObj checks the status and decodes an object body.
-func budObj(t testing.TB, r budResp, status int) map[string]any {
-	t.Helper()
-	if r.status != status {
-		t.Fatalf("%v: status %d, want %d", r, r.status, status)
-	}
-	m, ok := budDecode(t, r).(map[string]any)
-	if !ok {
-		t.Fatalf("%v: body is not an object", r)
-	}
-	return m
-}
-
-// budErr checks an error response: status and the exact {"error": text}.
-func budErr(t testing.TB, r budResp, status int, text string) {
-	t.Helper()
-	m := budObj(t, r, status)
-	got, _ := m["error"].(string)
-	if got != text {
-		t.Fatalf("%v:\n error text %q\n want       %q", r, got, text)
-	}
-	if len(m) != 1 {
-		t.Fatalf("%v: error body has extra fields: %v", r, m)
-	}
-}
-
-// budErrPrefix checks status and that the error text starts with prefix
-// (used for decode errors whose detail is the decoder's).
-func budErrPrefix(t testing.TB, r budResp, status int, prefix string) string {
-	t.Helper()
-	m := budObj(t, r, status)
-	got, _ := m["error"].(string)
-	if !strings.HasPrefix(got, prefix) {
-		t.Fatalf("%v: error text %q, want prefix %q", r, got, prefix)
-	}
-	return got
-}
-
-// budNoContent checks a 204 with an empty body.
-func budNoContent(t testing.TB, r budResp) {
-	t.Helper()
-	if r.status != http.StatusNoContent {
-		t.Fatalf("%v: status %d, want 204", r, r.status)
-	}
-	if len(r.body) != 0 {
-		t.Fatalf("%v: 204 carries a body", r)
-	}
-}
 
 // budCanon renders a decoded value as canonical JSON (sorted keys), so that
 // shapes can be compared exactly.
@@ -276,7 +99,7 @@ func budPath(key string) string { return "/budgets/" + url.PathEscape(key) }
 // budMustPut creates or replaces a budget and returns the response object.
 func budMustPut(t testing.TB, s *servertest.Server, key string, def any) map[string]any {
 	t.Helper()
-	return budObj(t, budDo(t, s, "PUT", budPath(key), def), http.StatusOK)
+	return apitest.Object(t, apitest.DoJSON(t, s.URL, "PUT", budPath(key), def), http.StatusOK)
 }
 
 func budWIF(allocation int) map[string]any {
@@ -315,13 +138,13 @@ func budJob(queue string, bindings ...map[string]any) map[string]any {
 // budEnqueue posts one job and requires 201; returns the job object.
 func budEnqueue(t testing.TB, s *servertest.Server, job map[string]any) map[string]any {
 	t.Helper()
-	return budObj(t, budDo(t, s, "POST", "/jobs", job), http.StatusCreated)
+	return apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/jobs", job), http.StatusCreated)
 }
 
 // budEnqueueBulk posts jobs in one bulk and returns their ids in order.
 func budEnqueueBulk(t testing.TB, s *servertest.Server, jobs ...map[string]any) []string {
 	t.Helper()
-	m := budObj(t, budDo(t, s, "POST", "/jobs/bulk", map[string]any{"jobs": jobs}), http.StatusCreated)
+	m := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/jobs/bulk", map[string]any{"jobs": jobs}), http.StatusCreated)
 	arr, ok := m["jobs"].([]any)
 	if !ok || len(arr) != len(jobs) {
 		t.Fatalf("bulk response %v: want %d jobs", m, len(jobs))
@@ -335,12 +158,12 @@ func budEnqueueBulk(t testing.TB, s *servertest.Server, jobs ...map[string]any) 
 
 func budAck(t testing.TB, s *servertest.Server, id string) {
 	t.Helper()
-	budNoContent(t, budDo(t, s, "POST", "/jobs/"+id+"/success", nil))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "POST", "/jobs/"+id+"/success", nil))
 }
 
 func budGetJob(t testing.TB, s *servertest.Server, id string) map[string]any {
 	t.Helper()
-	return budObj(t, budDo(t, s, "GET", "/jobs/"+id, nil), http.StatusOK)
+	return apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/jobs/"+id, nil), http.StatusOK)
 }
 
 // budWaitStatus polls GET /jobs/{id} until every job has the status, within d.
@@ -364,156 +187,6 @@ func budWaitStatus(t testing.TB, s *servertest.Server, d time.Duration, status s
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// budFrame is one job received on a take stream.
-type budFrame struct {
-	job map[string]any
-	at  time.Time
-}
-
-func (f budFrame) id() string { s, _ := f.job["id"].(string); return s }
-
-// budStream is an open NDJSON take stream read by a goroutine; frames are
-// handed over through a channel and read with deadlines.
-type budStream struct {
-	t      testing.TB
-	name   string
-	cancel context.CancelFunc
-	body   io.Closer
-	frames chan budFrame
-	done   chan struct{}
-	err    error // set before done is closed
-	opened time.Time
-}
-
-// budOpenStream opens GET /jobs/take?queue=<queues>&prefetch=<n>.
-func budOpenStream(t testing.TB, s *servertest.Server, queues string, prefetch int) *budStream {
-	t.Helper()
-	q := url.Values{}
-	if queues != "" {
-		q.Set("queue", queues)
-	}
-	q.Set("prefetch", fmt.Sprint(prefetch))
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, "GET", s.URL+"/jobs/take?"+q.Encode(), nil)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "application/x-ndjson")
-	opened := time.Now()
-	resp, err := (&http.Client{}).Do(req)
-	if err != nil {
-		cancel()
-		t.Fatalf("open take stream: %v", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		cancel()
-		t.Fatalf("take stream: status %d %q", resp.StatusCode, b)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
-		resp.Body.Close()
-		cancel()
-		t.Fatalf("take stream Content-Type %q, want application/x-ndjson", ct)
-	}
-	st := &budStream{t: t, name: queues, cancel: cancel, body: resp.Body,
-		frames: make(chan budFrame, 1024), done: make(chan struct{}), opened: opened}
-	go func() {
-		defer close(st.done)
-		rd := bufio.NewReaderSize(resp.Body, 1<<16)
-		for {
-			line, err := rd.ReadBytes('\n')
-			at := time.Now()
-			if len(bytes.TrimSpace(line)) > 0 {
-				dec := json.NewDecoder(bytes.NewReader(line))
-				dec.UseNumber()
-				var m map[string]any
-				if derr := dec.Decode(&m); derr != nil {
-					st.err = fmt.Errorf("bad frame %q: %v", line, derr)
-					return
-				}
-				st.frames <- budFrame{job: m, at: at}
-			}
-			if err != nil {
-				st.err = err
-				return
-			}
-		}
-	}()
-	t.Cleanup(st.close)
-	return st
-}
-
-// next waits up to d for the next job frame.
-func (st *budStream) next(d time.Duration) budFrame {
-	st.t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case f := <-st.frames:
-		return f
-	case <-st.done:
-		select {
-		case f := <-st.frames:
-			return f
-		default:
-		}
-		st.t.Fatalf("stream %q ended while waiting for a job: %v", st.name, st.err)
-	case <-timer.C:
-		st.t.Fatalf("stream %q: no job within %v", st.name, d)
-	}
-	return budFrame{}
-}
-
-// take reads exactly n frames, each within d of the previous.
-func (st *budStream) take(n int, d time.Duration) []budFrame {
-	st.t.Helper()
-	out := make([]budFrame, 0, n)
-	for len(out) < n {
-		out = append(out, st.next(d))
-	}
-	return out
-}
-
-// none asserts that no job frame arrives within d.
-func (st *budStream) none(d time.Duration, why string) {
-	st.t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case f := <-st.frames:
-		st.t.Fatalf("stream %q: unexpected job %s (%v) — %s", st.name, f.id(), budCanon(st.t, f.job["budgets"]), why)
-	case <-st.done:
-		select {
-		case f := <-st.frames:
-			st.t.Fatalf("stream %q: unexpected job %s — %s", st.name, f.id(), why)
-		default:
-		}
-		st.t.Fatalf("stream %q ended: %v", st.name, st.err)
-	case <-timer.C:
-	}
-}
-
-// close cancels the request and waits (bounded) for the reader to stop.
-func (st *budStream) close() {
-	st.cancel()
-	st.body.Close()
-	select {
-	case <-st.done:
-	case <-time.After(10 * time.Second):
-		st.t.Errorf("stream %q reader did not stop", st.name)
-	}
-}
-
-func budIDs(fs []budFrame) []string {
-	ids := make([]string, len(fs))
-	for i, f := range fs {
-		ids[i] = f.id()
-	}
-	return ids
 }
 
 // budSameSet reports whether a and b hold the same strings (any order).

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -64,7 +66,7 @@ func TestBudgetsSeedExamples(t *testing.T) {
 
 	// Create a time_based budget.
 	before := budNowMs()
-	r := budDo(t, s, "POST", "/budgets/image-service", `{
+	r := apitest.DoJSON(t, s.URL, "POST", "/budgets/image-service", `{
     "allocation": 10000,
     "strategy": {
         "type": "time_based",
@@ -72,7 +74,7 @@ func TestBudgetsSeedExamples(t *testing.T) {
     }
 }`)
 	after := budNowMs()
-	img := budObj(t, r, http.StatusCreated)
+	img := apitest.Object(t, r, http.StatusCreated)
 	imgCreated, imgUpdated := budCheckBudget(t, img, "image-service", 10000, tbStrategy)
 	if imgCreated != imgUpdated {
 		t.Fatalf("new budget: created_at %d != updated_at %d", imgCreated, imgUpdated)
@@ -82,7 +84,7 @@ func TestBudgetsSeedExamples(t *testing.T) {
 	}
 
 	// Duplicate create rejected (the seed's body ends with a newline).
-	r = budDo(t, s, "POST", "/budgets/image-service", `{
+	r = apitest.DoJSON(t, s.URL, "POST", "/budgets/image-service", `{
     "allocation": 10000,
     "strategy": {
         "type": "time_based",
@@ -90,8 +92,8 @@ func TestBudgetsSeedExamples(t *testing.T) {
     }
 }
 `)
-	budErr(t, r, http.StatusConflict, "budget 'image-service' already exists")
-	got := budObj(t, budDo(t, s, "GET", "/budgets/image-service", nil), http.StatusOK)
+	apitest.RequireError(t, r, http.StatusConflict, "budget 'image-service' already exists")
+	got := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/image-service", nil), http.StatusOK)
 	c, u := budCheckBudget(t, got, "image-service", 10000, tbStrategy)
 	if c != imgCreated || u != imgUpdated {
 		t.Fatalf("409 changed the stored budget: %v", got)
@@ -99,7 +101,7 @@ func TestBudgetsSeedExamples(t *testing.T) {
 
 	// Replace an existing budget.
 	before = budNowMs()
-	r = budDo(t, s, "PUT", "/budgets/image-service", `{
+	r = apitest.DoJSON(t, s.URL, "PUT", "/budgets/image-service", `{
     "allocation": 10000,
     "strategy": {
         "type": "time_based",
@@ -107,7 +109,7 @@ func TestBudgetsSeedExamples(t *testing.T) {
     }
 }`)
 	after = budNowMs()
-	img = budObj(t, r, http.StatusOK)
+	img = apitest.Object(t, r, http.StatusOK)
 	c, u = budCheckBudget(t, img, "image-service", 10000, tbStrategy)
 	if c != imgCreated {
 		t.Fatalf("PUT replace changed created_at %d -> %d", imgCreated, c)
@@ -119,14 +121,14 @@ func TestBudgetsSeedExamples(t *testing.T) {
 
 	// Create a while_in_flight budget (PUT on a missing key: 200, not 201).
 	before = budNowMs()
-	r = budDo(t, s, "PUT", "/budgets/schema-bot", `{
+	r = apitest.DoJSON(t, s.URL, "PUT", "/budgets/schema-bot", `{
     "allocation": 10,
     "strategy": {
         "type": "while_in_flight"
     }
 }`)
 	after = budNowMs()
-	sb := budObj(t, r, http.StatusOK)
+	sb := apitest.Object(t, r, http.StatusOK)
 	sbCreated, sbUpdated := budCheckBudget(t, sb, "schema-bot", 10, wifStrategy)
 	if sbCreated != sbUpdated || sbCreated < before || sbCreated > after {
 		t.Fatalf("PUT create: created_at %d updated_at %d, want equal and within [%d, %d]", sbCreated, sbUpdated, before, after)
@@ -134,13 +136,13 @@ func TestBudgetsSeedExamples(t *testing.T) {
 
 	// Patch an existing budget.
 	before = budNowMs()
-	r = budDo(t, s, "PATCH", "/budgets/image-service", `{
+	r = apitest.DoJSON(t, s.URL, "PATCH", "/budgets/image-service", `{
     "strategy": {
         "burst": 50000
     }
 }`)
 	after = budNowMs()
-	img = budObj(t, r, http.StatusOK)
+	img = apitest.Object(t, r, http.StatusOK)
 	c, u = budCheckBudget(t, img, "image-service", 10000, tbBurst)
 	if c != imgCreated {
 		t.Fatalf("PATCH changed created_at %d -> %d", imgCreated, c)
@@ -151,7 +153,7 @@ func TestBudgetsSeedExamples(t *testing.T) {
 	imgUpdated = u
 
 	// List budgets: {"budgets":[...]} sorted by key.
-	list := budObj(t, budDo(t, s, "GET", "/budgets", nil), http.StatusOK)
+	list := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets", nil), http.StatusOK)
 	if ks := strings.Join(budKeys(list), ","); ks != "budgets" {
 		t.Fatalf("list fields %s, want budgets", ks)
 	}
@@ -169,16 +171,16 @@ func TestBudgetsSeedExamples(t *testing.T) {
 	}
 
 	// Delete a budget.
-	budNoContent(t, budDo(t, s, "DELETE", "/budgets/schema-bot", nil))
-	budErr(t, budDo(t, s, "GET", "/budgets/schema-bot", nil), http.StatusNotFound, "budget 'schema-bot' not found")
-	budErr(t, budDo(t, s, "DELETE", "/budgets/schema-bot", nil), http.StatusNotFound, "budget 'schema-bot' not found")
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/schema-bot", nil))
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/schema-bot", nil), http.StatusNotFound, "budget 'schema-bot' not found")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/schema-bot", nil), http.StatusNotFound, "budget 'schema-bot' not found")
 
 	// The seed enqueues against schema-bot again later, so it was re-created.
 	budMustPut(t, s, "schema-bot", budWIF(10))
 
 	// Enqueue a job against multiple budgets.
 	before = budNowMs()
-	r = budDo(t, s, "POST", "/jobs", `{
+	r = apitest.DoJSON(t, s.URL, "POST", "/jobs", `{
     "type": "example",
     "queue": "example",
     "payload": {},
@@ -191,7 +193,7 @@ func TestBudgetsSeedExamples(t *testing.T) {
     ]
 }`)
 	after = budNowMs()
-	multi := budObj(t, r, http.StatusCreated)
+	multi := apitest.Object(t, r, http.StatusCreated)
 	budCheckEnqueued(t, multi, "example", "example",
 		`[{"cost":2,"key":"schema-bot"},{"cost":1,"key":"image-service"}]`, before, after)
 	// GET /jobs/{id} shows the same bindings (and the payload).
@@ -208,7 +210,7 @@ func TestBudgetsSeedExamples(t *testing.T) {
 
 	// Enqueue a job using create_with.
 	before = budNowMs()
-	r = budDo(t, s, "POST", "/jobs", `{
+	r = apitest.DoJSON(t, s.URL, "POST", "/jobs", `{
     "type": "example",
     "queue": "example",
     "payload": {},
@@ -225,39 +227,39 @@ func TestBudgetsSeedExamples(t *testing.T) {
     ]
 }`)
 	after = budNowMs()
-	cw := budObj(t, r, http.StatusCreated)
+	cw := apitest.Object(t, r, http.StatusCreated)
 	budCheckEnqueued(t, cw, "example", "example", `[{"cost":1,"key":"cpu-intensive"}]`, before, after)
-	cpu := budObj(t, budDo(t, s, "GET", "/budgets/cpu-intensive", nil), http.StatusOK)
+	cpu := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/cpu-intensive", nil), http.StatusOK)
 	c, u = budCheckBudget(t, cpu, "cpu-intensive", 100, wifStrategy)
 	if c != u || c < before || c > after {
 		t.Fatalf("create_with budget created_at %d updated_at %d, want equal and within [%d, %d]", c, u, before, after)
 	}
 	// ... and subsequent enqueues see it: a second create_with is ignored.
-	r = budDo(t, s, "POST", "/jobs", budJob("example", map[string]any{"key": "cpu-intensive",
+	r = apitest.DoJSON(t, s.URL, "POST", "/jobs", budJob("example", map[string]any{"key": "cpu-intensive",
 		"create_with": budWIF(5)}))
-	budObj(t, r, http.StatusCreated)
-	cpu = budObj(t, budDo(t, s, "GET", "/budgets/cpu-intensive", nil), http.StatusOK)
+	apitest.Object(t, r, http.StatusCreated)
+	cpu = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/cpu-intensive", nil), http.StatusOK)
 	if c2, u2 := budCheckBudget(t, cpu, "cpu-intensive", 100, wifStrategy); c2 != c || u2 != u {
 		t.Fatalf("ignored create_with touched the budget: %v", cpu)
 	}
 
 	// Delete a referenced budget rejected.
-	budErr(t, budDo(t, s, "DELETE", "/budgets/image-service", nil), http.StatusConflict,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/image-service", nil), http.StatusConflict,
 		"budget 'image-service' is referenced by 1 unfinished job. Delete them or wait for them to finish before deleting it.")
-	budObj(t, budDo(t, s, "GET", "/budgets/image-service", nil), http.StatusOK)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/image-service", nil), http.StatusOK)
 
 	// Reduce a budget below a job's cost rejected.
-	r = budDo(t, s, "PATCH", "/budgets/schema-bot", `{
+	r = apitest.DoJSON(t, s.URL, "PATCH", "/budgets/schema-bot", `{
     "allocation": 1
 }`)
-	budErr(t, r, http.StatusUnprocessableEntity,
+	apitest.RequireError(t, r, http.StatusUnprocessableEntity,
 		"budget 'schema-bot' cannot allocate 1: 1 unfinished job draw up to 2 from it. Raise the allocation, delete them, or wait for them to drain.")
-	sb = budObj(t, budDo(t, s, "GET", "/budgets/schema-bot", nil), http.StatusOK)
+	sb = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/schema-bot", nil), http.StatusOK)
 	budCheckBudget(t, sb, "schema-bot", 10, wifStrategy)
 
 	// The seed's create_with example misspells allocation ("allocaton"):
 	// Decision 4.13#1 / §4.6 — 400, nothing written.
-	r = budDo(t, s, "POST", "/jobs", `{
+	r = apitest.DoJSON(t, s.URL, "POST", "/jobs", `{
     "type": "example",
     "queue": "typo-queue",
     "payload": {},
@@ -275,12 +277,12 @@ func TestBudgetsSeedExamples(t *testing.T) {
         }
     ]
 }`)
-	msg := budErrPrefix(t, r, http.StatusBadRequest, "invalid JSON: ")
+	msg := apitest.RequireErrorPrefix(t, r, http.StatusBadRequest, "invalid JSON: ")
 	if !regexp.MustCompile(`missing field .?allocation`).MatchString(msg) {
 		t.Fatalf("typo error %q should name the missing field 'allocation' (§4.6)", msg)
 	}
-	budErr(t, budDo(t, s, "GET", "/budgets/notifications", nil), http.StatusNotFound, "budget 'notifications' not found")
-	queues := budObj(t, budDo(t, s, "GET", "/queues", nil), http.StatusOK)
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/notifications", nil), http.StatusNotFound, "budget 'notifications' not found")
+	queues := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/queues", nil), http.StatusOK)
 	if q := budCanon(t, queues["queues"]); q != `["example"]` {
 		t.Fatalf("queues %s: the rejected enqueue wrote a job", q)
 	}

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -25,11 +27,11 @@ const (
 // t0 + k*interval (the pool could not have been fuller than capacity at the
 // first dispatch, which happened after t0), and should arrive by
 // first arrival + k*interval + budLateSlack.
-func budCheckPace(t *testing.T, fs []budFrame, t0 time.Time, burst int, interval time.Duration) {
+func budCheckPace(t *testing.T, fs []apitest.Frame, t0 time.Time, burst int, interval time.Duration) {
 	t.Helper()
-	first := fs[0].at
+	first := fs[0].At
 	for i, f := range fs {
-		rel := f.at.Sub(t0)
+		rel := f.At.Sub(t0)
 		t.Logf("job %d arrived at t0+%v", i, rel.Round(time.Millisecond))
 		if i < burst {
 			if rel > budBurstWithin {
@@ -40,10 +42,10 @@ func budCheckPace(t *testing.T, fs []budFrame, t0 time.Time, burst int, interval
 		k := time.Duration(i - burst + 1)
 		earliest := t0.Add(k*interval - budEarlySlack)
 		latest := first.Add(k*interval + budLateSlack)
-		if f.at.Before(earliest) {
+		if f.At.Before(earliest) {
 			t.Errorf("job %d arrived at t0+%v, before the earliest possible t0+%v (pool would have exceeded its capacity)", i, rel, earliest.Sub(t0))
 		}
-		if f.at.After(latest) {
+		if f.At.After(latest) {
 			t.Errorf("job %d arrived at t0+%v, later than the ideal schedule t0+%v + %v", i, rel, first.Add(k*interval).Sub(t0), budLateSlack)
 		}
 	}
@@ -62,12 +64,12 @@ func TestBudgetsTimeBasedPacing(t *testing.T) {
 			jobs[i] = budJob("pace", budBind("pace", 0))
 		}
 		ids := budEnqueueBulk(t, s, jobs...)
-		st := budOpenStream(t, s, "pace", 20)
-		fs := st.take(8, 3*time.Second)
-		if got := budIDs(fs); !budSameSet(got, ids) {
+		st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("pace", 20), Accept: apitest.AcceptNDJSON})
+		fs := st.Frames(t, 8, 3*time.Second)
+		if got := apitest.FrameIDs(fs); !budSameSet(got, ids) {
 			t.Fatalf("got %v want %v", got, ids)
 		}
-		budCheckPace(t, fs, st.opened, 4, 500*time.Millisecond)
+		budCheckPace(t, fs, st.Opened, 4, 500*time.Millisecond)
 	})
 
 	t.Run("LateWorkerGetsBurstThenPace", func(t *testing.T) {
@@ -86,12 +88,12 @@ func TestBudgetsTimeBasedPacing(t *testing.T) {
 		if j := budGetJob(t, s, ids[0]); j["status"] != "ready" || j["dequeued_at"] != nil {
 			t.Fatalf("job dispatched without a worker: %v", j)
 		}
-		st := budOpenStream(t, s, "late", 20)
-		fs := st.take(8, 3*time.Second)
-		if got := budIDs(fs); !budSameSet(got, ids) {
+		st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("late", 20), Accept: apitest.AcceptNDJSON})
+		fs := st.Frames(t, 8, 3*time.Second)
+		if got := apitest.FrameIDs(fs); !budSameSet(got, ids) {
 			t.Fatalf("got %v want %v", got, ids)
 		}
-		budCheckPace(t, fs, st.opened, 4, 500*time.Millisecond)
+		budCheckPace(t, fs, st.Opened, 4, 500*time.Millisecond)
 	})
 
 	t.Run("Burst1StrictPacing", func(t *testing.T) {
@@ -103,11 +105,11 @@ func TestBudgetsTimeBasedPacing(t *testing.T) {
 			jobs[i] = budJob("strict", budBind("strict", 0))
 		}
 		ids := budEnqueueBulk(t, s, jobs...)
-		st := budOpenStream(t, s, "strict", 20)
-		fs := st.take(4, 3*time.Second)
-		if got := budIDs(fs); !budSameSet(got, ids) {
+		st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("strict", 20), Accept: apitest.AcceptNDJSON})
+		fs := st.Frames(t, 4, 3*time.Second)
+		if got := apitest.FrameIDs(fs); !budSameSet(got, ids) {
 			t.Fatalf("got %v want %v", got, ids)
 		}
-		budCheckPace(t, fs, st.opened, 1, 500*time.Millisecond)
+		budCheckPace(t, fs, st.Opened, 1, 500*time.Millisecond)
 	})
 }

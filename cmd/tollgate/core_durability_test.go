@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
@@ -16,43 +18,43 @@ import (
 // unacked job is delivered again exactly once and no acked job comes back.
 func TestCoreCrashRecovery(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, coreHeartbeatFlag, coreHeartbeat)
+	s := servertest.Start(t, apitest.HeartbeatFlag, apitest.Heartbeat)
 
 	const n = 200
 	var bodies []map[string]any
 	for i := 0; i < n; i++ {
-		bodies = append(bodies, coreSimpleJob("crash", map[string]any{"i": i}))
+		bodies = append(bodies, apitest.SimpleJob("crash", map[string]any{"i": i}))
 	}
-	var jobs []coreJob
+	var jobs []apitest.Job
 	for i := 0; i < n; i += 50 {
-		jobs = append(jobs, coreBulk(t, s.URL, bodies[i:i+50])...)
+		jobs = append(jobs, apitest.Bulk(t, s.URL, bodies[i:i+50])...)
 	}
 	// A scheduled job and a retained completed one survive as well.
-	sched := coreEnqueue(t, s.URL, map[string]any{"type": "t", "queue": "crash-later", "payload": 1, "ready_at": coreNowMS() + 3_600_000})
+	sched := apitest.Enqueue(t, s.URL, map[string]any{"type": "t", "queue": "crash-later", "payload": 1, "ready_at": apitest.NowMS() + 3_600_000})
 	kept, keptStream := coreTakeOne(t, s.URL, map[string]any{"type": "t", "queue": "crash-kept", "payload": 1,
 		"retention": map[string]any{"completed_ms": 3_600_000}})
-	coreAck(t, s.URL, kept.ID)
+	apitest.Ack(t, s.URL, kept.ID)
 	keptStream.Close()
 
 	// A failed (backing off) job and a dead one survive with their state.
-	failed, fs := coreTakeOne(t, s.URL, coreSimpleJob("crash-failed", 1))
-	fr := coreFail(t, s.URL, failed.ID, map[string]any{"message": "x", "retry_at": coreNowMS() + 3_600_000})
-	coreRequireStatus(t, fr, http.StatusOK)
+	failed, fs := coreTakeOne(t, s.URL, apitest.SimpleJob("crash-failed", 1))
+	fr := apitest.Fail(t, s.URL, failed.ID, map[string]any{"message": "x", "retry_at": apitest.NowMS() + 3_600_000})
+	apitest.RequireStatus(t, fr, http.StatusOK)
 	failedView := fr.Job(t)
 	fs.Close()
-	dead, ds := coreTakeOne(t, s.URL, coreSimpleJob("crash-dead", 1))
-	dr := coreFail(t, s.URL, dead.ID, map[string]any{"message": "x", "kill": true})
-	coreRequireStatus(t, dr, http.StatusOK)
+	dead, ds := coreTakeOne(t, s.URL, apitest.SimpleJob("crash-dead", 1))
+	dr := apitest.Fail(t, s.URL, dead.ID, map[string]any{"message": "x", "kill": true})
+	apitest.RequireStatus(t, dr, http.StatusOK)
 	deadView := dr.Job(t)
 	ds.Close()
 
-	st := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=crash&prefetch=60"})
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=crash&prefetch=60"})
 	taken := st.Jobs(t, 60, 30*time.Second)
-	require.Equal(t, coreIDs(jobs[:60]), coreIDs(taken))
+	require.Equal(t, apitest.IDs(jobs[:60]), apitest.IDs(taken))
 
 	acked := map[string]bool{}
 	for _, j := range taken[:15] { // one by one
-		coreAck(t, s.URL, j.ID)
+		apitest.Ack(t, s.URL, j.ID)
 		acked[j.ID] = true
 	}
 	var bulk []string
@@ -60,16 +62,16 @@ func TestCoreCrashRecovery(t *testing.T) {
 		bulk = append(bulk, j.ID)
 		acked[j.ID] = true
 	}
-	coreRequireNoContent(t, coreDoJSON(t, s.URL, http.MethodPost, "/jobs/success", map[string]any{"ids": bulk}))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, http.MethodPost, "/jobs/success", map[string]any{"ids": bulk}))
 	// taken[40:60] stay in flight; the stream got refills for the 40 acked.
 	refill := st.Jobs(t, 40, 30*time.Second)
-	require.Equal(t, coreIDs(jobs[60:100]), coreIDs(refill))
-	inflight := map[string]coreJob{}
-	for _, j := range append(append([]coreJob{}, taken[40:]...), refill...) {
+	require.Equal(t, apitest.IDs(jobs[60:100]), apitest.IDs(refill))
+	inflight := map[string]apitest.Job{}
+	for _, j := range append(append([]apitest.Job{}, taken[40:]...), refill...) {
 		inflight[j.ID] = j
 	}
 
-	keptBefore := coreMustGet(t, s.URL, kept.ID)
+	keptBefore := apitest.MustGet(t, s.URL, kept.ID)
 	s.Kill()
 	st.WaitEnd(t, 10*time.Second)
 	s.Restart()
@@ -77,31 +79,31 @@ func TestCoreCrashRecovery(t *testing.T) {
 	// Before any stream opens: recovered in-flight jobs are ready, attempts
 	// and dequeued_at unchanged.
 	for _, id := range []string{taken[40].ID, taken[59].ID, refill[0].ID, refill[39].ID} {
-		g := coreMustGet(t, s.URL, id)
+		g := apitest.MustGet(t, s.URL, id)
 		require.Equal(t, "ready", g.Status, "in-flight job recovered as ready")
 		require.Equal(t, uint32(0), g.Attempts)
 		require.Equal(t, inflight[id].DequeuedAt, g.DequeuedAt, "dequeued_at kept by recovery")
 	}
 	for _, id := range []string{taken[0].ID, taken[39].ID} {
-		_, found := coreGet(t, s.URL, id)
+		_, found := apitest.Get(t, s.URL, id)
 		require.False(t, found, "acked job %s must stay gone", id)
 	}
-	require.Equal(t, "scheduled", coreMustGet(t, s.URL, sched.ID).Status)
-	gk := coreMustGet(t, s.URL, kept.ID)
+	require.Equal(t, "scheduled", apitest.MustGet(t, s.URL, sched.ID).Status)
+	gk := apitest.MustGet(t, s.URL, kept.ID)
 	require.Equal(t, "completed", gk.Status)
 	require.Equal(t, keptBefore.CompletedAt, gk.CompletedAt)
 	require.Equal(t, keptBefore.PurgeAt, gk.PurgeAt)
-	gf := coreMustGet(t, s.URL, failed.ID)
+	gf := apitest.MustGet(t, s.URL, failed.ID)
 	require.Equal(t, "scheduled", gf.Status)
 	require.Equal(t, uint32(1), gf.Attempts)
 	require.Equal(t, failedView.ReadyAt, gf.ReadyAt)
 	require.Equal(t, failedView.FailedAt, gf.FailedAt)
-	gd := coreMustGet(t, s.URL, dead.ID)
+	gd := apitest.MustGet(t, s.URL, dead.ID)
 	require.Equal(t, "dead", gd.Status)
 	require.Equal(t, deadView.PurgeAt, gd.PurgeAt)
-	require.Equal(t, []string{"crash", "crash-dead", "crash-failed", "crash-kept", "crash-later"}, coreQueues(t, s.URL))
+	require.Equal(t, []string{"crash", "crash-dead", "crash-failed", "crash-kept", "crash-later"}, apitest.Queues(t, s.URL))
 
-	st2 := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=crash&prefetch=0", Accept: coreAcceptMsgpack})
+	st2 := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=crash&prefetch=0", Accept: apitest.AcceptMsgpack})
 	want := n - len(acked)
 	got := st2.Jobs(t, want, 60*time.Second)
 	st2.NoJobFor(t, time.Second, true)
@@ -119,7 +121,7 @@ func TestCoreCrashRecovery(t *testing.T) {
 			wantIDs = append(wantIDs, j.ID)
 		}
 	}
-	require.Equal(t, wantIDs, coreIDs(got), "every unacked job once, in (priority, id) order")
+	require.Equal(t, wantIDs, apitest.IDs(got), "every unacked job once, in (priority, id) order")
 	for _, j := range got {
 		if i, ok := j.Payload.(map[string]any); ok {
 			require.NotNil(t, i["i"], "payload survived")
@@ -133,12 +135,12 @@ func TestCoreCrashRecovery(t *testing.T) {
 // and exits 0; after a restart they are delivered again.
 func TestCoreGracefulShutdown(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, coreHeartbeatFlag, coreHeartbeat)
-	jobs := coreEnqueueN(t, s.URL, "term", 3)
-	st := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=term&prefetch=2", Accept: coreAcceptSSE})
+	s := servertest.Start(t, apitest.HeartbeatFlag, apitest.Heartbeat)
+	jobs := apitest.EnqueueN(t, s.URL, "term", 3)
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=term&prefetch=2", Accept: apitest.AcceptSSE})
 	held := st.Jobs(t, 2, 10*time.Second)
-	require.Equal(t, coreIDs(jobs[:2]), coreIDs(held))
-	idle := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=nothing-here"})
+	require.Equal(t, apitest.IDs(jobs[:2]), apitest.IDs(held))
+	idle := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=nothing-here"})
 
 	s.Stop() // SIGTERM; fails the test unless the process exits 0 within 30 s
 	st.WaitEnd(t, 5*time.Second)
@@ -146,12 +148,12 @@ func TestCoreGracefulShutdown(t *testing.T) {
 
 	s.Restart()
 	for i, h := range held {
-		g := coreMustGet(t, s.URL, h.ID)
+		g := apitest.MustGet(t, s.URL, h.ID)
 		require.Equal(t, "ready", g.Status)
 		require.Equal(t, uint32(0), g.Attempts)
 		require.Equal(t, held[i].DequeuedAt, g.DequeuedAt, "dequeued_at kept")
 	}
-	st2 := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=term&prefetch=0"})
-	require.Equal(t, coreIDs(jobs), coreIDs(st2.Jobs(t, 3, 20*time.Second)))
+	st2 := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=term&prefetch=0"})
+	require.Equal(t, apitest.IDs(jobs), apitest.IDs(st2.Jobs(t, 3, 20*time.Second)))
 	st2.NoJobFor(t, 300*time.Millisecond, true)
 }

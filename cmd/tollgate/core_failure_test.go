@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
@@ -21,19 +23,19 @@ const (
 
 // coreTakeOne enqueues body on its queue, opens a take stream for that queue
 // and returns the delivered job and the stream.
-func coreTakeOne(t *testing.T, base string, body map[string]any) (coreJob, *coreStream) {
+func coreTakeOne(t *testing.T, base string, body map[string]any) (apitest.Job, *apitest.Stream) {
 	t.Helper()
-	j := coreEnqueue(t, base, body)
-	st := coreOpenTake(t, base, coreTakeOpts{Query: "queue=" + body["queue"].(string)})
+	j := apitest.Enqueue(t, base, body)
+	st := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=" + body["queue"].(string)})
 	got := st.NextJob(t, 10*time.Second)
 	require.Equal(t, j.ID, got.ID)
 	return got, st
 }
 
 // coreRequireFailResponse checks the common shape of a failure response.
-func coreRequireFailResponse(t *testing.T, r coreResp, taken coreJob, attempts uint32, before, after uint64) coreJob {
+func coreRequireFailResponse(t *testing.T, r apitest.Response, taken apitest.Job, attempts uint32, before, after uint64) apitest.Job {
 	t.Helper()
-	coreRequireStatus(t, r, http.StatusOK)
+	apitest.RequireStatus(t, r, http.StatusOK)
 	j := r.Job(t)
 	require.Equal(t, taken.ID, j.ID)
 	require.Equal(t, attempts, j.Attempts)
@@ -49,9 +51,9 @@ func coreRequireFailResponse(t *testing.T, r coreResp, taken coreJob, attempts u
 
 // coreRequireRedelivery waits for the job on st and checks it arrived no
 // earlier than readyAt and at most coreLate ms after it.
-func coreRequireRedelivery(t *testing.T, st *coreStream, id string, readyAt uint64) coreJob {
+func coreRequireRedelivery(t *testing.T, st *apitest.Stream, id string, readyAt uint64) apitest.Job {
 	t.Helper()
-	wait := time.Duration(int64(readyAt)-int64(coreNowMS())+coreLate+2000) * time.Millisecond
+	wait := time.Duration(int64(readyAt)-int64(apitest.NowMS())+coreLate+2000) * time.Millisecond
 	fr := st.NextJobFrame(t, max(wait, 5*time.Second))
 	arrived := uint64(fr.At.UnixMilli())
 	require.Equal(t, id, fr.Job.ID)
@@ -67,22 +69,22 @@ func coreRequireRedelivery(t *testing.T, st *coreStream, id string, readyAt uint
 // §3.7: POST /jobs/{id}/failure.
 func TestCoreFailure(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, coreHeartbeatFlag, coreHeartbeat)
+	s := servertest.Start(t, apitest.HeartbeatFlag, apitest.Heartbeat)
 
 	t.Run("backoff timing", func(t *testing.T) {
 		taken, st := coreTakeOne(t, s.URL, map[string]any{"type": "t", "queue": "f-bo", "payload": "p",
 			"backoff": map[string]any{"exponent": 0, "base_ms": 300, "jitter_ms": 0}})
-		before := coreNowMS()
-		r := coreFail(t, s.URL, taken.ID, map[string]any{"message": "boom", "error_type": "RuntimeError", "backtrace": "at main.go:1"})
-		after := coreNowMS()
+		before := apitest.NowMS()
+		r := apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "boom", "error_type": "RuntimeError", "backtrace": "at main.go:1"})
+		after := apitest.NowMS()
 		j := coreRequireFailResponse(t, r, taken, 1, before, after)
 		require.Equal(t, "scheduled", j.Status)
 		require.Equal(t, *j.FailedAt+1300, j.ReadyAt, "delay = 1^0*1000 + 300 + 0 = 1300 ms after failed_at")
-		require.Equal(t, &coreBackoff{Exponent: 0, BaseMS: 300, JitterMS: 0}, j.Backoff)
+		require.Equal(t, &apitest.Backoff{Exponent: 0, BaseMS: 300, JitterMS: 0}, j.Backoff)
 
-		asked := coreNowMS()
-		g := coreMustGet(t, s.URL, taken.ID)
-		if coreNowMS() < j.ReadyAt {
+		asked := apitest.NowMS()
+		g := apitest.MustGet(t, s.URL, taken.ID)
+		if apitest.NowMS() < j.ReadyAt {
 			require.Equal(t, "scheduled", g.Status, "GET at %d before ready_at %d", asked, j.ReadyAt)
 		}
 		require.Equal(t, uint32(1), g.Attempts)
@@ -93,16 +95,16 @@ func TestCoreFailure(t *testing.T) {
 		require.Equal(t, uint32(1), again.Attempts)
 		require.Equal(t, j.FailedAt, again.FailedAt)
 		require.Equal(t, "p", again.Payload)
-		coreAck(t, s.URL, taken.ID)
+		apitest.Ack(t, s.URL, taken.ID)
 	})
 
 	t.Run("backoff uses attempts after this failure", func(t *testing.T) {
 		taken, st := coreTakeOne(t, s.URL, map[string]any{"type": "t", "queue": "f-bo2", "payload": 1,
 			"backoff": map[string]any{"exponent": 2, "base_ms": 50, "jitter_ms": 0}})
-		retryAt := coreNowMS() - 1000
-		before := coreNowMS()
-		r := coreFail(t, s.URL, taken.ID, map[string]any{"message": "first", "retry_at": retryAt})
-		j := coreRequireFailResponse(t, r, taken, 1, before, coreNowMS())
+		retryAt := apitest.NowMS() - 1000
+		before := apitest.NowMS()
+		r := apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "first", "retry_at": retryAt})
+		j := coreRequireFailResponse(t, r, taken, 1, before, apitest.NowMS())
 		require.Equal(t, "scheduled", j.Status, "retry_at in the past is still scheduled")
 		require.Equal(t, retryAt, j.ReadyAt, "ready_at = retry_at")
 
@@ -112,47 +114,47 @@ func TestCoreFailure(t *testing.T) {
 		require.LessOrEqual(t, uint64(fr.At.UnixMilli()), *j.FailedAt+coreLate, "a past retry_at is promoted at once")
 		require.Equal(t, uint32(1), fr.Job.Attempts)
 
-		before = coreNowMS()
-		r = coreFail(t, s.URL, taken.ID, map[string]any{"message": "second"})
-		j2 := coreRequireFailResponse(t, r, *fr.Job, 2, before, coreNowMS())
+		before = apitest.NowMS()
+		r = apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "second"})
+		j2 := coreRequireFailResponse(t, r, *fr.Job, 2, before, apitest.NowMS())
 		require.Equal(t, "scheduled", j2.Status)
 		require.Equal(t, *j2.FailedAt+4050, j2.ReadyAt, "delay = 2^2*1000 + 50 = 4050 ms")
-		coreRequireNoContent(t, coreRequest(t, nil, s.URL, http.MethodDelete, "/jobs/"+taken.ID, nil, nil))
+		apitest.RequireNoContent(t, apitest.Request(t, nil, s.URL, http.MethodDelete, "/jobs/"+taken.ID, nil, nil))
 	})
 
 	t.Run("backoff is floored", func(t *testing.T) {
 		taken, st := coreTakeOne(t, s.URL, map[string]any{"type": "t", "queue": "f-floor", "payload": 1,
 			"backoff": map[string]any{"exponent": 0.5, "base_ms": 7, "jitter_ms": 0}})
-		r := coreFail(t, s.URL, taken.ID, map[string]any{"message": "first", "retry_at": coreNowMS() - 1})
-		coreRequireStatus(t, r, http.StatusOK)
+		r := apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "first", "retry_at": apitest.NowMS() - 1})
+		apitest.RequireStatus(t, r, http.StatusOK)
 		again := st.NextJob(t, 10*time.Second)
 		require.Equal(t, taken.ID, again.ID)
-		r = coreFail(t, s.URL, taken.ID, map[string]any{"message": "second"})
-		j := coreRequireFailResponse(t, r, again, 2, 0, coreNowMS())
+		r = apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "second"})
+		j := coreRequireFailResponse(t, r, again, 2, 0, apitest.NowMS())
 		require.Equal(t, *j.FailedAt+1421, j.ReadyAt, "delay = floor(2^0.5*1000 + 7) = floor(1421.21) = 1421 ms")
-		coreRequireNoContent(t, coreRequest(t, nil, s.URL, http.MethodDelete, "/jobs/"+taken.ID, nil, nil))
+		apitest.RequireNoContent(t, apitest.Request(t, nil, s.URL, http.MethodDelete, "/jobs/"+taken.ID, nil, nil))
 	})
 
 	t.Run("jitter range", func(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			taken, st := coreTakeOne(t, s.URL, map[string]any{"type": "t", "queue": "f-jit", "payload": i,
 				"backoff": map[string]any{"exponent": 0, "base_ms": 0, "jitter_ms": 1000}})
-			r := coreFail(t, s.URL, taken.ID, map[string]any{"message": "j"})
-			coreRequireStatus(t, r, http.StatusOK)
+			r := apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "j"})
+			apitest.RequireStatus(t, r, http.StatusOK)
 			j := r.Job(t)
 			require.NotNil(t, j.FailedAt)
 			d := j.ReadyAt - *j.FailedAt
 			require.GreaterOrEqual(t, d, uint64(1000))
 			require.Less(t, d, uint64(2000), "delay in [1000, 1000 + jitter*attempts)")
-			coreRequireNoContent(t, coreRequest(t, nil, s.URL, http.MethodDelete, "/jobs/"+taken.ID, nil, nil))
+			apitest.RequireNoContent(t, apitest.Request(t, nil, s.URL, http.MethodDelete, "/jobs/"+taken.ID, nil, nil))
 			st.Close()
 		}
 	})
 
 	t.Run("server default backoff", func(t *testing.T) {
-		taken, _ := coreTakeOne(t, s.URL, coreSimpleJob("f-def", 1))
-		r := coreFail(t, s.URL, taken.ID, map[string]any{"message": "d"})
-		coreRequireStatus(t, r, http.StatusOK)
+		taken, _ := coreTakeOne(t, s.URL, apitest.SimpleJob("f-def", 1))
+		r := apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "d"})
+		apitest.RequireStatus(t, r, http.StatusOK)
 		j := r.Job(t)
 		require.Equal(t, "scheduled", j.Status)
 		d := j.ReadyAt - *j.FailedAt
@@ -163,40 +165,40 @@ func TestCoreFailure(t *testing.T) {
 	})
 
 	t.Run("kill", func(t *testing.T) {
-		jobs := coreEnqueueN(t, s.URL, "f-kill", 2)
-		st := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=f-kill"})
+		jobs := apitest.EnqueueN(t, s.URL, "f-kill", 2)
+		st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=f-kill"})
 		taken := st.NextJob(t, 10*time.Second)
 		require.Equal(t, jobs[0].ID, taken.ID)
-		before := coreNowMS()
-		r := coreFail(t, s.URL, taken.ID, map[string]any{"message": "fatal", "kill": true})
-		j := coreRequireFailResponse(t, r, taken, 1, before, coreNowMS())
+		before := apitest.NowMS()
+		r := apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "fatal", "kill": true})
+		j := coreRequireFailResponse(t, r, taken, 1, before, apitest.NowMS())
 		require.Equal(t, "dead", j.Status)
 		require.NotNil(t, j.PurgeAt)
 		require.Equal(t, *j.FailedAt+coreWeekMS, *j.PurgeAt, "default dead retention is 7 days")
 
-		g := coreMustGet(t, s.URL, taken.ID)
+		g := apitest.MustGet(t, s.URL, taken.ID)
 		require.Equal(t, "dead", g.Status)
 		require.Equal(t, j.PurgeAt, g.PurgeAt)
-		require.Equal(t, map[string]any{"n": "i:0"}, coreCanon(t, g.Payload))
+		require.Equal(t, map[string]any{"n": "i:0"}, apitest.Canon(t, g.Payload))
 
-		r = coreFail(t, s.URL, taken.ID, map[string]any{"message": "again"})
-		coreRequireError(t, r, http.StatusNotFound, "job not found in in-flight set")
-		r = coreRequest(t, nil, s.URL, http.MethodPost, "/jobs/"+taken.ID+"/success", nil, nil)
-		coreRequireError(t, r, http.StatusNotFound, "job not found in in-flight set")
+		r = apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "again"})
+		apitest.RequireError(t, r, http.StatusNotFound, "job not found in in-flight set")
+		r = apitest.Request(t, nil, s.URL, http.MethodPost, "/jobs/"+taken.ID+"/success", nil, nil)
+		apitest.RequireError(t, r, http.StatusNotFound, "job not found in in-flight set")
 		require.Equal(t, jobs[1].ID, st.NextJob(t, 10*time.Second).ID, "a killed job frees its slot")
 		st.NoJobFor(t, 300*time.Millisecond, true)
-		require.Equal(t, "dead", coreMustGet(t, s.URL, taken.ID).Status, "dead is terminal")
-		coreAck(t, s.URL, jobs[1].ID)
+		require.Equal(t, "dead", apitest.MustGet(t, s.URL, taken.ID).Status, "dead is terminal")
+		apitest.Ack(t, s.URL, jobs[1].ID)
 	})
 
 	t.Run("retry_limit 0 dies on the first failure", func(t *testing.T) {
 		taken, _ := coreTakeOne(t, s.URL, map[string]any{"type": "t", "queue": "f-rl0", "payload": 1, "retry_limit": 0})
-		r := coreFail(t, s.URL, taken.ID, map[string]any{"message": "x"})
-		j := coreRequireFailResponse(t, r, taken, 1, 0, coreNowMS())
+		r := apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "x"})
+		j := coreRequireFailResponse(t, r, taken, 1, 0, apitest.NowMS())
 		require.Equal(t, "dead", j.Status)
 		require.NotNil(t, j.RetryLimit)
 		require.Equal(t, uint32(0), *j.RetryLimit)
-		require.Equal(t, "dead", coreMustGet(t, s.URL, taken.ID).Status)
+		require.Equal(t, "dead", apitest.MustGet(t, s.URL, taken.ID).Status)
 	})
 
 	t.Run("retry_limit 2 allows two retries", func(t *testing.T) {
@@ -204,47 +206,47 @@ func TestCoreFailure(t *testing.T) {
 			"backoff": map[string]any{"exponent": 0, "base_ms": 0, "jitter_ms": 0}})
 		cur := taken
 		for attempt := uint32(1); attempt <= 2; attempt++ {
-			r := coreFail(t, s.URL, cur.ID, map[string]any{"message": "retry"})
-			j := coreRequireFailResponse(t, r, cur, attempt, 0, coreNowMS())
+			r := apitest.Fail(t, s.URL, cur.ID, map[string]any{"message": "retry"})
+			j := coreRequireFailResponse(t, r, cur, attempt, 0, apitest.NowMS())
 			require.Equal(t, "scheduled", j.Status, "failure %d of limit 2 is retried", attempt)
 			require.Equal(t, *j.FailedAt+1000, j.ReadyAt)
 			cur = coreRequireRedelivery(t, st, taken.ID, j.ReadyAt)
 			require.Equal(t, attempt, cur.Attempts)
 		}
-		r := coreFail(t, s.URL, cur.ID, map[string]any{"message": "last"})
-		j := coreRequireFailResponse(t, r, cur, 3, 0, coreNowMS())
+		r := apitest.Fail(t, s.URL, cur.ID, map[string]any{"message": "last"})
+		j := coreRequireFailResponse(t, r, cur, 3, 0, apitest.NowMS())
 		require.Equal(t, "dead", j.Status, "the 3rd failure exceeds retry_limit 2")
 	})
 
 	t.Run("retry_at reschedules even when retries are exhausted", func(t *testing.T) {
 		taken, st := coreTakeOne(t, s.URL, map[string]any{"type": "t", "queue": "f-rat", "payload": 1, "retry_limit": 0})
-		retryAt := coreNowMS() + 400
-		r := coreFail(t, s.URL, taken.ID, map[string]any{"message": "later", "retry_at": retryAt})
-		j := coreRequireFailResponse(t, r, taken, 1, 0, coreNowMS())
+		retryAt := apitest.NowMS() + 400
+		r := apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "later", "retry_at": retryAt})
+		j := coreRequireFailResponse(t, r, taken, 1, 0, apitest.NowMS())
 		require.Equal(t, "scheduled", j.Status)
 		require.Equal(t, retryAt, j.ReadyAt)
 		again := coreRequireRedelivery(t, st, taken.ID, retryAt)
 		require.Equal(t, uint32(1), again.Attempts)
-		r = coreFail(t, s.URL, taken.ID, map[string]any{"message": "now dead"})
-		j = coreRequireFailResponse(t, r, again, 2, 0, coreNowMS())
+		r = apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "now dead"})
+		j = coreRequireFailResponse(t, r, again, 2, 0, apitest.NowMS())
 		require.Equal(t, "dead", j.Status)
 	})
 
 	t.Run("dead retention 0 deletes at once", func(t *testing.T) {
 		taken, _ := coreTakeOne(t, s.URL, map[string]any{"type": "t", "queue": "f-dr0", "payload": 1, "retention": map[string]any{"dead_ms": 0}})
-		r := coreFail(t, s.URL, taken.ID, map[string]any{"message": "x", "kill": true})
-		j := coreRequireFailResponse(t, r, taken, 1, 0, coreNowMS())
+		r := apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "x", "kill": true})
+		j := coreRequireFailResponse(t, r, taken, 1, 0, apitest.NowMS())
 		require.Equal(t, "dead", j.Status)
 		require.False(t, j.Has("purge_at"), "deleted at once: no purge_at")
-		_, found := coreGet(t, s.URL, taken.ID)
+		_, found := apitest.Get(t, s.URL, taken.ID)
 		require.False(t, found)
 	})
 
 	t.Run("per-job dead retention", func(t *testing.T) {
 		taken, _ := coreTakeOne(t, s.URL, map[string]any{"type": "t", "queue": "f-dr", "payload": 1, "retry_limit": 0,
 			"retention": map[string]any{"dead_ms": 90_000}})
-		r := coreFail(t, s.URL, taken.ID, map[string]any{"message": "x"})
-		j := coreRequireFailResponse(t, r, taken, 1, 0, coreNowMS())
+		r := apitest.Fail(t, s.URL, taken.ID, map[string]any{"message": "x"})
+		j := coreRequireFailResponse(t, r, taken, 1, 0, apitest.NowMS())
 		require.Equal(t, "dead", j.Status)
 		require.NotNil(t, j.PurgeAt)
 		require.Equal(t, *j.FailedAt+90_000, *j.PurgeAt)
@@ -252,36 +254,36 @@ func TestCoreFailure(t *testing.T) {
 
 	t.Run("errors", func(t *testing.T) {
 		const unknown = "03fr1jkpcsipbsckqj0y6pgr7"
-		r := coreFail(t, s.URL, unknown, map[string]any{"message": "x"})
-		coreRequireError(t, r, http.StatusNotFound, "job not found in in-flight set")
-		r = coreDoMsgpack(t, s.URL, http.MethodPost, "/jobs/"+unknown+"/failure", map[string]any{"message": "x"})
-		require.Equal(t, coreMsgpack, r.Format(t))
-		coreRequireError(t, r, http.StatusNotFound, "job not found in in-flight set")
-		r = coreFail(t, s.URL, unknown, map[string]any{"error_type": "x"})
-		coreRequireErrorPrefix(t, r, http.StatusBadRequest, "invalid JSON: ")
+		r := apitest.Fail(t, s.URL, unknown, map[string]any{"message": "x"})
+		apitest.RequireError(t, r, http.StatusNotFound, "job not found in in-flight set")
+		r = apitest.DoMsgpack(t, s.URL, http.MethodPost, "/jobs/"+unknown+"/failure", map[string]any{"message": "x"})
+		require.Equal(t, apitest.Msgpack, r.Format(t))
+		apitest.RequireError(t, r, http.StatusNotFound, "job not found in in-flight set")
+		r = apitest.Fail(t, s.URL, unknown, map[string]any{"error_type": "x"})
+		apitest.RequireErrorPrefix(t, r, http.StatusBadRequest, "invalid JSON: ")
 
-		ready := coreEnqueue(t, s.URL, coreSimpleJob("f-err-ready", 1))
-		r = coreFail(t, s.URL, ready.ID, map[string]any{"message": "x"})
-		coreRequireError(t, r, http.StatusNotFound, "job not found in in-flight set")
-		require.Equal(t, "ready", coreMustGet(t, s.URL, ready.ID).Status)
+		ready := apitest.Enqueue(t, s.URL, apitest.SimpleJob("f-err-ready", 1))
+		r = apitest.Fail(t, s.URL, ready.ID, map[string]any{"message": "x"})
+		apitest.RequireError(t, r, http.StatusNotFound, "job not found in in-flight set")
+		require.Equal(t, "ready", apitest.MustGet(t, s.URL, ready.ID).Status)
 
-		taken, _ := coreTakeOne(t, s.URL, coreSimpleJob("f-err", 1))
+		taken, _ := coreTakeOne(t, s.URL, apitest.SimpleJob("f-err", 1))
 		for _, body := range []map[string]any{{}, {"message": 5}, {"message": "x", "retry_at": -1}, {"message": "x", "kill": "yes"}} {
-			r = coreFail(t, s.URL, taken.ID, body)
-			coreRequireErrorPrefix(t, r, http.StatusBadRequest, "invalid JSON: ")
+			r = apitest.Fail(t, s.URL, taken.ID, body)
+			apitest.RequireErrorPrefix(t, r, http.StatusBadRequest, "invalid JSON: ")
 		}
-		r = coreRequest(t, nil, s.URL, http.MethodPost, "/jobs/"+taken.ID+"/failure", nil, map[string]string{"Content-Type": coreCTJSON})
-		coreRequireErrorPrefix(t, r, http.StatusBadRequest, "invalid JSON: ")
-		r = coreDoMsgpack(t, s.URL, http.MethodPost, "/jobs/"+taken.ID+"/failure", map[string]any{"retry_at": 1})
-		coreRequireErrorPrefix(t, r, http.StatusBadRequest, "invalid MessagePack: ")
-		g := coreMustGet(t, s.URL, taken.ID)
+		r = apitest.Request(t, nil, s.URL, http.MethodPost, "/jobs/"+taken.ID+"/failure", nil, map[string]string{"Content-Type": apitest.CTJSON})
+		apitest.RequireErrorPrefix(t, r, http.StatusBadRequest, "invalid JSON: ")
+		r = apitest.DoMsgpack(t, s.URL, http.MethodPost, "/jobs/"+taken.ID+"/failure", map[string]any{"retry_at": 1})
+		apitest.RequireErrorPrefix(t, r, http.StatusBadRequest, "invalid MessagePack: ")
+		g := apitest.MustGet(t, s.URL, taken.ID)
 		require.Equal(t, "in_flight", g.Status, "rejected failure reports change nothing")
 		require.Equal(t, uint32(0), g.Attempts)
 
 		// msgpack failure report and response.
-		r = coreDoMsgpack(t, s.URL, http.MethodPost, "/jobs/"+taken.ID+"/failure", map[string]any{"message": "mp", "kill": true})
-		require.Equal(t, coreMsgpack, r.Format(t))
-		j := coreRequireFailResponse(t, r, taken, 1, 0, coreNowMS())
+		r = apitest.DoMsgpack(t, s.URL, http.MethodPost, "/jobs/"+taken.ID+"/failure", map[string]any{"message": "mp", "kill": true})
+		require.Equal(t, apitest.Msgpack, r.Format(t))
+		j := coreRequireFailResponse(t, r, taken, 1, 0, apitest.NowMS())
 		require.Equal(t, "dead", j.Status)
 	})
 }
@@ -289,39 +291,39 @@ func TestCoreFailure(t *testing.T) {
 // §3.8, §2.5: scheduled jobs are promoted at ready_at, not before.
 func TestCoreScheduled(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, coreHeartbeatFlag, coreHeartbeat)
+	s := servertest.Start(t, apitest.HeartbeatFlag, apitest.Heartbeat)
 
 	t.Run("promotion", func(t *testing.T) {
-		st := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=sch"})
-		readyAt := coreNowMS() + 500
-		j := coreEnqueue(t, s.URL, map[string]any{"type": "t", "queue": "sch", "payload": 1, "ready_at": readyAt})
+		st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=sch"})
+		readyAt := apitest.NowMS() + 500
+		j := apitest.Enqueue(t, s.URL, map[string]any{"type": "t", "queue": "sch", "payload": 1, "ready_at": readyAt})
 		require.Equal(t, "scheduled", j.Status)
 		require.Equal(t, readyAt, j.ReadyAt)
-		g := coreMustGet(t, s.URL, j.ID)
-		if coreNowMS() < readyAt {
+		g := apitest.MustGet(t, s.URL, j.ID)
+		if apitest.NowMS() < readyAt {
 			require.Equal(t, "scheduled", g.Status)
 		}
 		coreRequireRedelivery(t, st, j.ID, readyAt)
-		coreAck(t, s.URL, j.ID)
+		apitest.Ack(t, s.URL, j.ID)
 	})
 
 	t.Run("an earlier job wakes the scheduler", func(t *testing.T) {
-		st := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=sch2"})
-		late := coreEnqueue(t, s.URL, map[string]any{"type": "t", "queue": "sch2", "payload": "late", "ready_at": coreNowMS() + 8000})
-		readyAt := coreNowMS() + 300
-		early := coreEnqueue(t, s.URL, map[string]any{"type": "t", "queue": "sch2", "payload": "early", "ready_at": readyAt})
+		st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=sch2"})
+		late := apitest.Enqueue(t, s.URL, map[string]any{"type": "t", "queue": "sch2", "payload": "late", "ready_at": apitest.NowMS() + 8000})
+		readyAt := apitest.NowMS() + 300
+		early := apitest.Enqueue(t, s.URL, map[string]any{"type": "t", "queue": "sch2", "payload": "early", "ready_at": readyAt})
 		require.Equal(t, "scheduled", early.Status)
 		coreRequireRedelivery(t, st, early.ID, readyAt)
-		require.Equal(t, "scheduled", coreMustGet(t, s.URL, late.ID).Status)
-		coreAck(t, s.URL, early.ID)
+		require.Equal(t, "scheduled", apitest.MustGet(t, s.URL, late.ID).Status)
+		apitest.Ack(t, s.URL, early.ID)
 	})
 
 	t.Run("in order of ready_at", func(t *testing.T) {
-		st := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=sch3&prefetch=0"})
-		now := coreNowMS()
-		var jobs []coreJob
+		st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=sch3&prefetch=0"})
+		now := apitest.NowMS()
+		var jobs []apitest.Job
 		for _, off := range []uint64{900, 300, 600} {
-			jobs = append(jobs, coreEnqueue(t, s.URL, map[string]any{"type": "t", "queue": "sch3", "payload": off, "ready_at": now + off}))
+			jobs = append(jobs, apitest.Enqueue(t, s.URL, map[string]any{"type": "t", "queue": "sch3", "payload": off, "ready_at": now + off}))
 		}
 		for _, idx := range []int{1, 2, 0} {
 			coreRequireRedelivery(t, st, jobs[idx].ID, jobs[idx].ReadyAt)
@@ -333,7 +335,7 @@ func TestCoreScheduled(t *testing.T) {
 // terminal jobs become invisible when purge_at passes, without the reaper.
 func TestCoreServerDefaults(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, coreHeartbeatFlag, coreHeartbeat,
+	s := servertest.Start(t, apitest.HeartbeatFlag, apitest.Heartbeat,
 		"--default-retry-limit", "1",
 		"--default-backoff-base", "200", // bare integer = ms
 		"--default-backoff-exponent", "0",
@@ -344,9 +346,9 @@ func TestCoreServerDefaults(t *testing.T) {
 	)
 
 	// Completed retention from the flag.
-	y, _ := coreTakeOne(t, s.URL, coreSimpleJob("d-done", 1))
-	coreAck(t, s.URL, y.ID)
-	gy := coreMustGet(t, s.URL, y.ID)
+	y, _ := coreTakeOne(t, s.URL, apitest.SimpleJob("d-done", 1))
+	apitest.Ack(t, s.URL, y.ID)
+	gy := apitest.MustGet(t, s.URL, y.ID)
 	require.Equal(t, "completed", gy.Status)
 	require.NotNil(t, gy.CompletedAt)
 	require.NotNil(t, gy.PurgeAt)
@@ -354,41 +356,41 @@ func TestCoreServerDefaults(t *testing.T) {
 
 	// Per-job completed_ms 0 overrides the default.
 	z, _ := coreTakeOne(t, s.URL, map[string]any{"type": "t", "queue": "d-z", "payload": 1, "retention": map[string]any{"completed_ms": 0}})
-	coreAck(t, s.URL, z.ID)
-	_, found := coreGet(t, s.URL, z.ID)
+	apitest.Ack(t, s.URL, z.ID)
+	_, found := apitest.Get(t, s.URL, z.ID)
 	require.False(t, found, "retention.completed_ms 0 deletes at once")
 
 	// Default retry limit 1 and default backoff 1^0*1000 + 200 + 0.
-	x, st := coreTakeOne(t, s.URL, coreSimpleJob("d-retry", 1))
-	r := coreFail(t, s.URL, x.ID, map[string]any{"message": "one"})
-	j := coreRequireFailResponse(t, r, x, 1, 0, coreNowMS())
+	x, st := coreTakeOne(t, s.URL, apitest.SimpleJob("d-retry", 1))
+	r := apitest.Fail(t, s.URL, x.ID, map[string]any{"message": "one"})
+	j := coreRequireFailResponse(t, r, x, 1, 0, apitest.NowMS())
 	require.Equal(t, "scheduled", j.Status)
 	require.Equal(t, *j.FailedAt+1200, j.ReadyAt, "default backoff from flags: 1000 + 200")
 	require.False(t, j.Has("retry_limit"))
 	require.False(t, j.Has("backoff"))
 	again := coreRequireRedelivery(t, st, x.ID, j.ReadyAt)
-	r = coreFail(t, s.URL, x.ID, map[string]any{"message": "two"})
-	j = coreRequireFailResponse(t, r, again, 2, 0, coreNowMS())
+	r = apitest.Fail(t, s.URL, x.ID, map[string]any{"message": "two"})
+	j = coreRequireFailResponse(t, r, again, 2, 0, apitest.NowMS())
 	require.Equal(t, "dead", j.Status, "--default-retry-limit 1: the 2nd failure kills")
 	require.NotNil(t, j.PurgeAt)
 	require.Equal(t, *j.FailedAt+1500, *j.PurgeAt, "--default-dead-job-retention 1.5s")
-	if coreNowMS()+200 < *j.PurgeAt {
-		require.Equal(t, "dead", coreMustGet(t, s.URL, x.ID).Status, "visible until purge_at")
+	if apitest.NowMS()+200 < *j.PurgeAt {
+		require.Equal(t, "dead", apitest.MustGet(t, s.URL, x.ID).Status, "visible until purge_at")
 	}
 
 	// Invisible once purge_at has passed, although the reaper runs hourly.
-	coreWaitUntilMS(t, *j.PurgeAt+1)
-	_, found = coreGet(t, s.URL, x.ID)
+	apitest.WaitUntilMS(t, *j.PurgeAt+1)
+	_, found = apitest.Get(t, s.URL, x.ID)
 	require.False(t, found, "dead job invisible after purge_at")
-	coreWaitUntilMS(t, *gy.PurgeAt+1)
-	_, found = coreGet(t, s.URL, y.ID)
+	apitest.WaitUntilMS(t, *gy.PurgeAt+1)
+	_, found = apitest.Get(t, s.URL, y.ID)
 	require.False(t, found, "completed job invisible after purge_at")
 }
 
 // §9: durations take units ms, s, m, h, d, w and fractions.
 func TestCoreDurationUnits(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, coreHeartbeatFlag, "0.1s",
+	s := servertest.Start(t, apitest.HeartbeatFlag, "0.1s",
 		"--default-completed-job-retention", "1.5h",
 		"--default-dead-job-retention", "2w",
 		"--reaper-check-interval", "1d",
@@ -396,19 +398,19 @@ func TestCoreDurationUnits(t *testing.T) {
 		"--default-backoff-exponent", "1",
 		"--default-backoff-jitter", "0",
 	)
-	done, _ := coreTakeOne(t, s.URL, coreSimpleJob("u-done", 1))
-	coreAck(t, s.URL, done.ID)
-	g := coreMustGet(t, s.URL, done.ID)
+	done, _ := coreTakeOne(t, s.URL, apitest.SimpleJob("u-done", 1))
+	apitest.Ack(t, s.URL, done.ID)
+	g := apitest.MustGet(t, s.URL, done.ID)
 	require.Equal(t, "completed", g.Status)
 	require.Equal(t, *g.CompletedAt+90*60*1000, *g.PurgeAt, "1.5h")
 
-	retry, _ := coreTakeOne(t, s.URL, coreSimpleJob("u-retry", 1))
-	r := coreFail(t, s.URL, retry.ID, map[string]any{"message": "x"})
-	j := coreRequireFailResponse(t, r, retry, 1, 0, coreNowMS())
+	retry, _ := coreTakeOne(t, s.URL, apitest.SimpleJob("u-retry", 1))
+	r := apitest.Fail(t, s.URL, retry.ID, map[string]any{"message": "x"})
+	j := coreRequireFailResponse(t, r, retry, 1, 0, apitest.NowMS())
 	require.Equal(t, *j.FailedAt+1000+30_000, j.ReadyAt, "1^1*1000 + 0.5m")
 
-	dead, _ := coreTakeOne(t, s.URL, coreSimpleJob("u-dead", 1))
-	r = coreFail(t, s.URL, dead.ID, map[string]any{"message": "x", "kill": true})
-	j = coreRequireFailResponse(t, r, dead, 1, 0, coreNowMS())
+	dead, _ := coreTakeOne(t, s.URL, apitest.SimpleJob("u-dead", 1))
+	r = apitest.Fail(t, s.URL, dead.ID, map[string]any{"message": "x", "kill": true})
+	j = coreRequireFailResponse(t, r, dead, 1, 0, apitest.NowMS())
 	require.Equal(t, *j.FailedAt+2*coreWeekMS, *j.PurgeAt, "2w")
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -15,11 +17,13 @@ import (
 func TestCronRoutes(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
-	for _, f := range coreFormats {
+	for _, f := range apitest.Formats {
 		t.Run(string(f), func(t *testing.T) {
-			do := func(method, path string, body any) coreResp { return coreCall(t, s.URL, f, method, path, body) }
+			do := func(method, path string, body any) apitest.Response {
+				return apitest.Call(t, s.URL, f, method, path, body)
+			}
 			group := "g-" + string(f)
-			before := coreNowMS()
+			before := apitest.NowMS()
 			g := cronDecodeGroup(t, do("PUT", "/crons/"+group, map[string]any{
 				"timezone": "Europe/Rome",
 				"entries": []any{
@@ -30,7 +34,7 @@ func TestCronRoutes(t *testing.T) {
 						"job": map[string]any{"type": "t", "queue": "wh", "payload": nil}},
 				},
 			}), http.StatusOK)
-			after := coreNowMS()
+			after := apitest.NowMS()
 			require.Equal(t, group, g.Name)
 			require.False(t, g.Paused)
 			require.False(t, g.Has("paused_at"))
@@ -61,21 +65,21 @@ func TestCronRoutes(t *testing.T) {
 			require.EqualValues(t, 1, toU64(t, b0["cost"]))
 			require.NotContains(t, b0, "create_with")
 			// the budget was created by create_with
-			coreRequireStatus(t, do("GET", "/budgets/b-"+string(f), nil), http.StatusOK)
+			apitest.RequireStatus(t, do("GET", "/budgets/b-"+string(f), nil), http.StatusOK)
 
 			require.Equal(t, g.Entries, cronDecodeGroup(t, do("GET", "/crons/"+group, nil), http.StatusOK).Entries)
 			var list struct {
 				Crons []string `json:"crons" msgpack:"crons"`
 			}
 			r := do("GET", "/crons", nil)
-			coreRequireStatus(t, r, http.StatusOK)
+			apitest.RequireStatus(t, r, http.StatusOK)
 			r.Decode(t, &list)
 			require.Contains(t, list.Crons, group)
 
 			// POST an entry: 201, then 409
 			e := cronDecodeEntry(t, do("POST", "/crons/"+group+"/entries", cronEntryBody("mid", "0 0 * * *", "wh")), http.StatusCreated)
 			require.Equal(t, "mid", e.Name)
-			coreRequireError(t, do("POST", "/crons/"+group+"/entries", cronEntryBody("mid", "0 0 * * *", "wh")),
+			apitest.RequireError(t, do("POST", "/crons/"+group+"/entries", cronEntryBody("mid", "0 0 * * *", "wh")),
 				http.StatusConflict, "cron entry 'mid' already exists in group '"+group+"'")
 			// PUT an entry: the path names it; a body name is ignored
 			body := cronEntryBody("ignored", "0 1 * * *", "wh")
@@ -110,13 +114,13 @@ func TestCronRoutes(t *testing.T) {
 			require.Equal(t, cg.Entries, cronDecodeGroup(t, do("PATCH", "/crons/"+group, map[string]any{}), http.StatusOK).Entries)
 
 			// DELETE an entry, then the group
-			coreRequireNoContent(t, do("DELETE", "/crons/"+group+"/entries/mid", nil))
-			coreRequireError(t, do("GET", "/crons/"+group+"/entries/mid", nil), http.StatusNotFound, "cron entry 'mid' not found in group '"+group+"'")
+			apitest.RequireNoContent(t, do("DELETE", "/crons/"+group+"/entries/mid", nil))
+			apitest.RequireError(t, do("GET", "/crons/"+group+"/entries/mid", nil), http.StatusNotFound, "cron entry 'mid' not found in group '"+group+"'")
 			require.Len(t, cronDecodeGroup(t, do("GET", "/crons/"+group, nil), http.StatusOK).Entries, 3)
-			coreRequireNoContent(t, do("DELETE", "/crons/"+group, nil))
-			coreRequireError(t, do("GET", "/crons/"+group, nil), http.StatusNotFound, "cron group '"+group+"' not found")
-			coreRequireError(t, do("DELETE", "/crons/"+group, nil), http.StatusNotFound, "cron group '"+group+"' not found")
-			coreRequireError(t, do("GET", "/crons/"+group+"/entries/alpha", nil), http.StatusNotFound, "cron entry 'alpha' not found in group '"+group+"'")
+			apitest.RequireNoContent(t, do("DELETE", "/crons/"+group, nil))
+			apitest.RequireError(t, do("GET", "/crons/"+group, nil), http.StatusNotFound, "cron group '"+group+"' not found")
+			apitest.RequireError(t, do("DELETE", "/crons/"+group, nil), http.StatusNotFound, "cron group '"+group+"' not found")
+			apitest.RequireError(t, do("GET", "/crons/"+group+"/entries/alpha", nil), http.StatusNotFound, "cron entry 'alpha' not found in group '"+group+"'")
 		})
 	}
 }
@@ -162,22 +166,22 @@ func TestCronDeleteAllAndReset(t *testing.T) {
 	for _, g := range []string{"one", "two"} {
 		cronPut(t, s.URL, g, map[string]any{"entries": []any{}})
 	}
-	r := coreDoJSON(t, s.URL, "GET", "/crons", nil)
+	r := apitest.DoJSON(t, s.URL, "GET", "/crons", nil)
 	require.JSONEq(t, `{"crons":["one","two"]}`, string(r.Body), "empty groups are listed, ascending")
-	r = coreDoJSON(t, s.URL, "DELETE", "/crons", nil)
-	coreRequireStatus(t, r, http.StatusOK)
+	r = apitest.DoJSON(t, s.URL, "DELETE", "/crons", nil)
+	apitest.RequireStatus(t, r, http.StatusOK)
 	require.JSONEq(t, `{"deleted":2}`, string(r.Body))
-	require.JSONEq(t, `{"crons":[]}`, string(coreDoJSON(t, s.URL, "GET", "/crons", nil).Body))
-	require.JSONEq(t, `{"deleted":0}`, string(coreDoJSON(t, s.URL, "DELETE", "/crons", nil).Body))
+	require.JSONEq(t, `{"crons":[]}`, string(apitest.DoJSON(t, s.URL, "GET", "/crons", nil).Body))
+	require.JSONEq(t, `{"deleted":0}`, string(apitest.DoJSON(t, s.URL, "DELETE", "/crons", nil).Body))
 
 	cronPut(t, s.URL, "a/b", map[string]any{"entries": []any{cronEntryBody("e", "* * * * * *", "reset-q")}})
 	cronWaitFor(t, func() bool { return len(cronJobs(t, s.URL, "reset-q")) > 0 })
-	coreRequireNoContent(t, coreDoJSON(t, s.URL, "POST", "/reset", nil))
-	require.JSONEq(t, `{"crons":[]}`, string(coreDoJSON(t, s.URL, "GET", "/crons", nil).Body))
-	coreRequireError(t, coreDoJSON(t, s.URL, "GET", "/crons/a%2Fb", nil), http.StatusNotFound, "cron group 'a/b' not found")
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "POST", "/reset", nil))
+	require.JSONEq(t, `{"crons":[]}`, string(apitest.DoJSON(t, s.URL, "GET", "/crons", nil).Body))
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", "/crons/a%2Fb", nil), http.StatusNotFound, "cron group 'a/b' not found")
 	// nothing fires after the reset
-	waitMS := coreNowMS() + 2200
-	coreWaitUntilMS(t, waitMS)
+	waitMS := apitest.NowMS() + 2200
+	apitest.WaitUntilMS(t, waitMS)
 	require.Empty(t, cronJobs(t, s.URL, "reset-q"))
 }
 
@@ -219,7 +223,7 @@ func TestCronReplaceRules(t *testing.T) {
 	require.False(t, cronGet(t, s.URL, "rr").Has("timezone"))
 
 	// a changed expression is rescheduled; paused absent keeps the state
-	cronDecodeEntry(t, coreDoJSON(t, s.URL, "PATCH", "/crons/rr/entries/hourly", map[string]any{"paused": true}), http.StatusOK)
+	cronDecodeEntry(t, apitest.DoJSON(t, s.URL, "PATCH", "/crons/rr/entries/hourly", map[string]any{"paused": true}), http.StatusOK)
 	hourly2 := cronEntryBody("hourly", "30 * * * *", "rr")
 	hourly2["timezone"] = "Australia/Melbourne"
 	g4 := cronPut(t, s.URL, "rr", map[string]any{"entries": entries(hourly2, daily)})
@@ -231,13 +235,13 @@ func TestCronReplaceRules(t *testing.T) {
 	// a group PUT removes absent entries
 	g5 := cronPut(t, s.URL, "rr", map[string]any{"entries": entries(daily)})
 	require.Len(t, g5.Entries, 1)
-	coreRequireError(t, coreDoJSON(t, s.URL, "GET", "/crons/rr/entries/hourly", nil), http.StatusNotFound, "cron entry 'hourly' not found in group 'rr'")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", "/crons/rr/entries/hourly", nil), http.StatusNotFound, "cron entry 'hourly' not found in group 'rr'")
 	// paused on a group PUT sets the group state; a new group created paused gets paused_at
 	g6 := cronPut(t, s.URL, "rr-paused", map[string]any{"paused": true, "entries": entries(daily)})
 	require.True(t, g6.Paused)
 	require.NotZero(t, g6.PausedAt)
 	// PATCH of the group zone reschedules the inheriting entries from now
-	g7 := cronDecodeGroup(t, coreDoJSON(t, s.URL, "PATCH", "/crons/rr-utc", map[string]any{"timezone": "Australia/Melbourne"}), http.StatusOK)
+	g7 := cronDecodeGroup(t, apitest.DoJSON(t, s.URL, "PATCH", "/crons/rr-utc", map[string]any{"timezone": "Australia/Melbourne"}), http.StatusOK)
 	require.Equal(t, g1.Entry(t, "daily").NextEnqueueAt, g7.Entries[0].NextEnqueueAt)
 }
 
@@ -259,7 +263,7 @@ func TestCronErrors(t *testing.T) {
 	}
 	group := func(es ...any) map[string]any { return map[string]any{"entries": es} }
 	long := strings.Repeat("x", 256)
-	coreRequireStatus(t, coreDoJSON(t, s.URL, "POST", "/budgets/small", map[string]any{"allocation": 2, "strategy": map[string]any{"type": "while_in_flight"}}), http.StatusCreated)
+	apitest.RequireStatus(t, apitest.DoJSON(t, s.URL, "POST", "/budgets/small", map[string]any{"allocation": 2, "strategy": map[string]any{"type": "while_in_flight"}}), http.StatusCreated)
 	cases := []struct {
 		name, method, path string
 		body               any
@@ -314,28 +318,28 @@ func TestCronErrors(t *testing.T) {
 		{"get invalid name", "GET", "/crons/a,b", nil, 404, "cron group 'a,b' not found"},
 	}
 	for _, tc := range cases {
-		for _, f := range coreFormats {
-			r := coreCall(t, s.URL, f, tc.method, tc.path, tc.body)
+		for _, f := range apitest.Formats {
+			r := apitest.Call(t, s.URL, f, tc.method, tc.path, tc.body)
 			text := tc.text
-			if f == coreMsgpack {
+			if f == apitest.Msgpack {
 				text = strings.Replace(text, "invalid JSON: ", "invalid MessagePack: ", 1)
 			}
 			if strings.HasSuffix(text, ": ") || text == "" {
-				coreRequireStatus(t, r, tc.status)
+				apitest.RequireStatus(t, r, tc.status)
 				m := r.Map(t)
 				require.Len(t, m, 1, "%s: %s", tc.name, r)
 				require.True(t, strings.HasPrefix(m["error"].(string), text), "%s: %s", tc.name, r)
 			} else {
-				coreRequireError(t, r, tc.status, text)
+				apitest.RequireError(t, r, tc.status, text)
 			}
 		}
 	}
 	// nothing was written: no group, no budget beyond the one made above
-	require.JSONEq(t, `{"crons":[]}`, string(coreDoJSON(t, s.URL, "GET", "/crons", nil).Body))
+	require.JSONEq(t, `{"crons":[]}`, string(apitest.DoJSON(t, s.URL, "GET", "/crons", nil).Body))
 	var bl struct {
 		Budgets []map[string]any `json:"budgets"`
 	}
-	coreDoJSON(t, s.URL, "GET", "/budgets", nil).Decode(t, &bl)
+	apitest.DoJSON(t, s.URL, "GET", "/budgets", nil).Decode(t, &bl)
 	require.Len(t, bl.Budgets, 1)
 }
 
@@ -353,20 +357,20 @@ func TestCronBudgetGuards(t *testing.T) {
 	}
 	cronPut(t, s.URL, "zz", map[string]any{"entries": []any{bind("a", 2)}})
 	cronPut(t, s.URL, "aa", map[string]any{"entries": []any{bind("z", 4), bind("b", 6)}})
-	coreRequireError(t, coreDoJSON(t, s.URL, "DELETE", "/budgets/pool", nil), http.StatusConflict,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/pool", nil), http.StatusConflict,
 		"budget 'pool' is referenced by 3 cron entries, including 'aa/b'. Remove them before deleting it.")
-	coreRequireError(t, coreDoJSON(t, s.URL, "PATCH", "/budgets/pool", map[string]any{"allocation": 5}), http.StatusUnprocessableEntity,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/pool", map[string]any{"allocation": 5}), http.StatusUnprocessableEntity,
 		"budget 'pool' cannot allocate 5: cron entry 'aa/b' draws 6 from it. Lower the entry's cost or remove it first.")
-	coreRequireError(t, coreDoJSON(t, s.URL, "PATCH", "/budgets/pool", map[string]any{"allocation": 5, "strategy": map[string]any{"burst": 3}}), http.StatusUnprocessableEntity,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/pool", map[string]any{"allocation": 5, "strategy": map[string]any{"burst": 3}}), http.StatusUnprocessableEntity,
 		"budget 'pool' cannot allocate 5: cron entry 'aa/b' draws 6 from it. Lower the entry's cost or remove it first.")
-	coreRequireError(t, coreDoJSON(t, s.URL, "PATCH", "/budgets/pool", map[string]any{"strategy": map[string]any{"burst": 3}}), http.StatusUnprocessableEntity,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/pool", map[string]any{"strategy": map[string]any{"burst": 3}}), http.StatusUnprocessableEntity,
 		"budget 'pool' cannot burst 3: cron entry 'aa/b' draws 6 from it. Lower the entry's cost or remove it first.")
-	coreRequireError(t, coreDoJSON(t, s.URL, "PUT", "/budgets/pool", map[string]any{"allocation": 1, "strategy": map[string]any{"type": "while_in_flight"}}), http.StatusUnprocessableEntity,
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/pool", map[string]any{"allocation": 1, "strategy": map[string]any{"type": "while_in_flight"}}), http.StatusUnprocessableEntity,
 		"budget 'pool' cannot allocate 1: cron entry 'aa/b' draws 6 from it. Lower the entry's cost or remove it first.")
-	coreRequireStatus(t, coreDoJSON(t, s.URL, "PATCH", "/budgets/pool", map[string]any{"allocation": 6, "strategy": map[string]any{"burst": 6}}), http.StatusOK)
-	coreRequireNoContent(t, coreDoJSON(t, s.URL, "DELETE", "/crons/aa", nil))
-	coreRequireError(t, coreDoJSON(t, s.URL, "DELETE", "/budgets/pool", nil), http.StatusConflict,
+	apitest.RequireStatus(t, apitest.DoJSON(t, s.URL, "PATCH", "/budgets/pool", map[string]any{"allocation": 6, "strategy": map[string]any{"burst": 6}}), http.StatusOK)
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/crons/aa", nil))
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/pool", nil), http.StatusConflict,
 		"budget 'pool' is referenced by 1 cron entry, including 'zz/a'. Remove them before deleting it.")
 	cronPut(t, s.URL, "zz", map[string]any{"entries": []any{}})
-	coreRequireNoContent(t, coreDoJSON(t, s.URL, "DELETE", "/budgets/pool", nil))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/pool", nil))
 }

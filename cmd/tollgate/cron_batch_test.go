@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -25,7 +27,7 @@ func TestCronBatchedTemplateFolds(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
 	cronPut(t, s.URL, "fold", map[string]any{"entries": []any{cronBatchEntry("sec", "cron-fold", "k")}})
-	var jobs []coreJob
+	var jobs []apitest.Job
 	cronWaitFor(t, func() bool {
 		jobs = cronJobs(t, s.URL, "cron-fold")
 		if len(jobs) != 1 {
@@ -40,7 +42,7 @@ func TestCronBatchedTemplateFolds(t *testing.T) {
 	for _, it := range items {
 		require.Equal(t, "1", fmt.Sprint(it), "items: %v", items)
 	}
-	e := cronDecodeEntry(t, coreDoJSON(t, s.URL, http.MethodGet, "/crons/fold/entries/sec", nil), http.StatusOK)
+	e := cronDecodeEntry(t, apitest.DoJSON(t, s.URL, http.MethodGet, "/crons/fold/entries/sec", nil), http.StatusOK)
 	require.NotZero(t, e.LastEnqueueAt, "a folded firing counts")
 	require.Greater(t, e.NextEnqueueAt, e.LastEnqueueAt)
 }
@@ -51,24 +53,24 @@ func TestCronBatchedTemplateFolds(t *testing.T) {
 func TestCronBatchTemplateChecks(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
-	put := func(batch map[string]any, budgets ...any) coreResp {
+	put := func(batch map[string]any, budgets ...any) apitest.Response {
 		job := map[string]any{"type": "t", "queue": "q", "payload": map[string]any{"n": 1}, "batch": batch}
 		if budgets != nil {
 			job["budgets"] = budgets
 		}
-		return coreDoJSON(t, s.URL, http.MethodPut, "/crons/g", map[string]any{"entries": []any{
+		return apitest.DoJSON(t, s.URL, http.MethodPut, "/crons/g", map[string]any{"entries": []any{
 			map[string]any{"name": "e", "expression": "* * * * *", "job": job}}})
 	}
-	coreRequireError(t, put(map[string]any{"key": "", "when": "true", "fold": "$new"}), http.StatusBadRequest,
+	apitest.RequireError(t, put(map[string]any{"key": "", "when": "true", "fold": "$new"}), http.StatusBadRequest,
 		"entries[0]: batch.key must not be empty")
-	coreRequireErrorPrefix(t, put(map[string]any{"key": "k", "when": "(", "fold": "$new"}), http.StatusBadRequest,
+	apitest.RequireErrorPrefix(t, put(map[string]any{"key": "k", "when": "(", "fold": "$new"}), http.StatusBadRequest,
 		"entries[0]: batch expression: when: ")
-	coreRequireErrorPrefix(t, put(map[string]any{"key": "k", "when": "true", "fold": "$existing | error(\"x\")"}), http.StatusBadRequest,
+	apitest.RequireErrorPrefix(t, put(map[string]any{"key": "k", "when": "true", "fold": "$existing | error(\"x\")"}), http.StatusBadRequest,
 		"entries[0]: batch dry-run: fold: ")
 	// before the budget checks: a missing budget is not what answers
 	missing := []any{map[string]any{"key": "no-such-budget", "cost": 1}}
-	coreRequireErrorPrefix(t, put(map[string]any{"key": "k", "when": "true", "fold": "1, 2"}, missing...), http.StatusBadRequest,
+	apitest.RequireErrorPrefix(t, put(map[string]any{"key": "k", "when": "true", "fold": "1, 2"}, missing...), http.StatusBadRequest,
 		"entries[0]: batch dry-run: fold: ")
-	r := coreDoJSON(t, s.URL, http.MethodGet, "/crons/g", nil)
-	coreRequireStatus(t, r, http.StatusNotFound)
+	r := apitest.DoJSON(t, s.URL, http.MethodGet, "/crons/g", nil)
+	apitest.RequireStatus(t, r, http.StatusNotFound)
 }

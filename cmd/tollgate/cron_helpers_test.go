@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -67,9 +69,9 @@ func cronRequireNoNulls(t testing.TB, raw map[string]any) {
 	}
 }
 
-func cronDecodeEntry(t testing.TB, r coreResp, status int) cronEntry {
+func cronDecodeEntry(t testing.TB, r apitest.Response, status int) cronEntry {
 	t.Helper()
-	coreRequireStatus(t, r, status)
+	apitest.RequireStatus(t, r, status)
 	var e cronEntry
 	r.Decode(t, &e)
 	r.Decode(t, &e.Raw)
@@ -79,9 +81,9 @@ func cronDecodeEntry(t testing.TB, r coreResp, status int) cronEntry {
 	return e
 }
 
-func cronDecodeGroup(t testing.TB, r coreResp, status int) cronGroup {
+func cronDecodeGroup(t testing.TB, r apitest.Response, status int) cronGroup {
 	t.Helper()
-	coreRequireStatus(t, r, status)
+	apitest.RequireStatus(t, r, status)
 	var g cronGroup
 	r.Decode(t, &g)
 	r.Decode(t, &g.Raw)
@@ -107,27 +109,27 @@ func cronEntryBody(name, expr, queue string) map[string]any {
 // cronPut PUTs a group and requires 200.
 func cronPut(t testing.TB, base, group string, body map[string]any) cronGroup {
 	t.Helper()
-	return cronDecodeGroup(t, coreDoJSON(t, base, http.MethodPut, "/crons/"+url.PathEscape(group), body), http.StatusOK)
+	return cronDecodeGroup(t, apitest.DoJSON(t, base, http.MethodPut, "/crons/"+url.PathEscape(group), body), http.StatusOK)
 }
 
 // cronGet GETs a group and requires 200.
 func cronGet(t testing.TB, base, group string) cronGroup {
 	t.Helper()
-	return cronDecodeGroup(t, coreDoJSON(t, base, http.MethodGet, "/crons/"+url.PathEscape(group), nil), http.StatusOK)
+	return cronDecodeGroup(t, apitest.DoJSON(t, base, http.MethodGet, "/crons/"+url.PathEscape(group), nil), http.StatusOK)
 }
 
 // cronJobs lists the jobs of a queue, oldest first.
-func cronJobs(t testing.TB, base, queue string) []coreJob {
+func cronJobs(t testing.TB, base, queue string) []apitest.Job {
 	t.Helper()
-	r := coreDoJSON(t, base, http.MethodGet, "/jobs?limit=1000&queue="+url.QueryEscape(queue), nil)
-	coreRequireStatus(t, r, http.StatusOK)
+	r := apitest.DoJSON(t, base, http.MethodGet, "/jobs?limit=1000&queue="+url.QueryEscape(queue), nil)
+	apitest.RequireStatus(t, r, http.StatusOK)
 	var page struct {
 		Jobs []json.RawMessage `json:"jobs"`
 	}
 	r.Decode(t, &page)
-	out := make([]coreJob, len(page.Jobs))
+	out := make([]apitest.Job, len(page.Jobs))
 	for i, raw := range page.Jobs {
-		out[i] = coreJobFrom(t, coreJSON, raw)
+		out[i] = apitest.JobFrom(t, apitest.JSON, raw)
 	}
 	return out
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -18,13 +20,13 @@ import (
 func TestCronFiresEverySecond(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
-	start := coreNowMS()
+	start := apitest.NowMS()
 	g := cronPut(t, s.URL, "tick", map[string]any{"entries": []any{cronEntryBody("sec", "*/1 * * * * *", "tick")}})
 	first := g.Entries[0].NextEnqueueAt
 	require.Equal(t, (start/1000+1)*1000, first, "the first whole second after the request second")
-	var jobs []coreJob
+	var jobs []apitest.Job
 	cronWaitFor(t, func() bool { jobs = cronJobs(t, s.URL, "tick"); return len(jobs) >= 5 })
-	end := coreNowMS()
+	end := apitest.NowMS()
 	var offsets []uint64
 	seconds := map[uint64]bool{}
 	for _, j := range jobs {
@@ -45,13 +47,13 @@ func TestCronFiresEverySecond(t *testing.T) {
 	// second
 	require.Less(t, offsets[len(offsets)/2], uint64(500))
 
-	e := cronDecodeEntry(t, coreDoJSON(t, s.URL, "GET", "/crons/tick/entries/sec", nil), http.StatusOK)
+	e := cronDecodeEntry(t, apitest.DoJSON(t, s.URL, "GET", "/crons/tick/entries/sec", nil), http.StatusOK)
 	require.NotZero(t, e.LastEnqueueAt)
 	require.Greater(t, e.NextEnqueueAt, e.LastEnqueueAt)
 	require.Zero(t, e.NextEnqueueAt%1000)
 
 	// metrics count the firings
-	r := coreDoJSON(t, s.URL, "GET", "/metrics", nil)
+	r := apitest.DoJSON(t, s.URL, "GET", "/metrics", nil)
 	require.Contains(t, string(r.Body), "tollgate_cron_firings_total")
 	require.Contains(t, string(r.Body), "tollgate_cron_entries 1")
 }
@@ -84,7 +86,7 @@ func TestCronPauseResume(t *testing.T) {
 
 	for _, pause := range []struct{ path, name string }{{"/crons/pr/entries/e", "entry"}, {"/crons/pr", "group"}} {
 		t.Run(pause.name, func(t *testing.T) {
-			coreRequireStatus(t, coreDoJSON(t, s.URL, "PATCH", pause.path, map[string]any{"paused": true}), http.StatusOK)
+			apitest.RequireStatus(t, apitest.DoJSON(t, s.URL, "PATCH", pause.path, map[string]any{"paused": true}), http.StatusOK)
 			// a firing already on its way may still land: settle first
 			time.Sleep(300 * time.Millisecond)
 			before := cronGet(t, s.URL, "pr").Entries[0]
@@ -93,9 +95,9 @@ func TestCronPauseResume(t *testing.T) {
 			paused := cronGet(t, s.URL, "pr").Entries[0]
 			require.Equal(t, before.LastEnqueueAt, paused.LastEnqueueAt, "last_enqueue_at stays while paused")
 			require.Len(t, cronJobs(t, s.URL, "pr"), n, "nothing enqueued while paused")
-			resumedAt := coreNowMS()
-			coreRequireStatus(t, coreDoJSON(t, s.URL, "PATCH", pause.path, map[string]any{"paused": false}), http.StatusOK)
-			var jobs []coreJob
+			resumedAt := apitest.NowMS()
+			apitest.RequireStatus(t, apitest.DoJSON(t, s.URL, "PATCH", pause.path, map[string]any{"paused": false}), http.StatusOK)
+			var jobs []apitest.Job
 			cronWaitFor(t, func() bool { jobs = cronJobs(t, s.URL, "pr"); return len(jobs) > n })
 			require.GreaterOrEqual(t, jobs[n].ReadyAt, resumedAt, "resuming replays nothing")
 		})
@@ -109,25 +111,25 @@ func TestCronRestartFiresMissedOnce(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
 	// two slots a minute, 2 and 3 s from now (seconds of the minute)
-	now := time.UnixMilli(int64(coreNowMS()))
+	now := time.UnixMilli(int64(apitest.NowMS()))
 	s1, s2 := (now.Second()+3)%60, (now.Second()+4)%60
 	expr := fmt.Sprintf("%d,%d * * * * *", s1, s2)
 	g := cronPut(t, s.URL, "down", map[string]any{"entries": []any{cronEntryBody("e", expr, "down")}})
 	slot := g.Entries[0].NextEnqueueAt
-	require.LessOrEqual(t, slot, coreNowMS()+4000)
+	require.LessOrEqual(t, slot, apitest.NowMS()+4000)
 	s.Stop()
 	// stay down past both slots
-	coreWaitUntilMS(t, slot+2500)
+	apitest.WaitUntilMS(t, slot+2500)
 	s2srv := servertest.StartIn(t, s.RootDir)
-	startedAt := coreNowMS()
-	var jobs []coreJob
+	startedAt := apitest.NowMS()
+	var jobs []apitest.Job
 	cronWaitFor(t, func() bool { jobs = cronJobs(t, s2srv.URL, "down"); return len(jobs) >= 1 })
 	require.GreaterOrEqual(t, jobs[0].ReadyAt, slot+2500, "fired after the restart")
 	e := cronGet(t, s2srv.URL, "down").Entries[0]
 	require.GreaterOrEqual(t, e.LastEnqueueAt, startedAt-5000)
 	require.Greater(t, e.NextEnqueueAt, slot+50_000, "continues from the current time: the next minute")
 	// nothing more fires for the missed slots
-	coreWaitUntilMS(t, coreNowMS()+1500)
+	apitest.WaitUntilMS(t, apitest.NowMS()+1500)
 	require.Len(t, cronJobs(t, s2srv.URL, "down"), 1, "the missed slots fire once")
 }
 
@@ -146,7 +148,7 @@ func TestCronTraced(t *testing.T) {
 	require.Equal(t, int64(slot), ev.Slot)
 	require.NotEmpty(t, ev.JobID)
 	require.Equal(t, ev.JobID, cronJobs(t, s.URL, "traced")[0].ID)
-	coreRequireStatus(t, coreDoJSON(t, s.URL, "PATCH", "/crons/tr", map[string]any{"paused": true}), http.StatusOK)
+	apitest.RequireStatus(t, apitest.DoJSON(t, s.URL, "PATCH", "/crons/tr", map[string]any{"paused": true}), http.StatusOK)
 	tr.until("cron_skipped", func() bool { return tr.count("cron_skipped", "") >= 1 })
 	require.Equal(t, "paused", tr.get("cron_skipped", "", 0).Reason)
 	fams := obsMetrics(t, s)

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -54,8 +56,8 @@ type badState struct{ jobs, queues, budgets string }
 func badSnapshot(t *testing.T, base string) badState {
 	t.Helper()
 	get := func(path string) string {
-		r := coreDoJSON(t, base, http.MethodGet, path, nil)
-		coreRequireStatus(t, r, http.StatusOK)
+		r := apitest.DoJSON(t, base, http.MethodGet, path, nil)
+		apitest.RequireStatus(t, r, http.StatusOK)
 		return string(r.Body)
 	}
 	return badState{jobs: get("/jobs?limit=1000"), queues: get("/queues"), budgets: get("/budgets")}
@@ -124,28 +126,28 @@ func badJSONCases(t *testing.T, r badBodyRoute, oversized bool) []badCase {
 	exact := func(text string) badWant { return badWant{http.StatusBadRequest, text, false} }
 	deep := `"zz":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
 	cases := []badCase{
-		{"empty", coreCTJSON, []byte{}, invalid("")},
-		{"malformed", coreCTJSON, []byte(`{"type":`), invalid("")},
-		{"truncated", coreCTJSON, valid[:len(valid)/2], invalid("")},
-		{"not an object", coreCTJSON, []byte(`[1,2]`), invalid("")},
-		{"a string", coreCTJSON, []byte(`"x"`), invalid("")},
-		{"trailing brace", coreCTJSON, append(append([]byte{}, valid...), '}'), exact("invalid JSON: trailing characters")},
-		{"trailing bracket and garbage", coreCTJSON, append(append([]byte{}, valid...), "]x"...), exact("invalid JSON: trailing characters")},
-		{"second value", coreCTJSON, append(append([]byte{}, valid...), valid...), exact("invalid JSON: trailing characters")},
-		{"invalid UTF-8", coreCTJSON, badJSONObject(t, r.valid, "\"zz\":\"a\xff\xfeb\""), exact("invalid JSON: invalid UTF-8 in zz")},
-		{"invalid UTF-8 in a key", coreCTJSON, badJSONObject(t, r.valid, "\"z\xc3\":1"), exact("invalid JSON: invalid UTF-8 in body")},
-		{"lone surrogate", coreCTJSON, badJSONObject(t, r.valid, `"zz":["\ud800"]`), exact("invalid JSON: invalid UTF-8 in zz[0]")},
-		{"number too large", coreCTJSON, badJSONObject(t, r.valid, `"zz":{"x":1e400}`), exact("invalid JSON: number 1e400 out of range")},
-		{"integer too large", coreCTJSON, badJSONObject(t, r.valid, `"zz":18446744073709551616`), exact("invalid JSON: number 18446744073709551616 out of range")},
-		{"duplicate key", coreCTJSON, badJSONObject(t, r.valid, `"zz":1`, `"zz":2`), exact(`invalid JSON: duplicate key "zz" in body`)},
-		{"nested too deep", coreCTJSON, badJSONObject(t, r.valid, deep), invalid("")},
+		{"empty", apitest.CTJSON, []byte{}, invalid("")},
+		{"malformed", apitest.CTJSON, []byte(`{"type":`), invalid("")},
+		{"truncated", apitest.CTJSON, valid[:len(valid)/2], invalid("")},
+		{"not an object", apitest.CTJSON, []byte(`[1,2]`), invalid("")},
+		{"a string", apitest.CTJSON, []byte(`"x"`), invalid("")},
+		{"trailing brace", apitest.CTJSON, append(append([]byte{}, valid...), '}'), exact("invalid JSON: trailing characters")},
+		{"trailing bracket and garbage", apitest.CTJSON, append(append([]byte{}, valid...), "]x"...), exact("invalid JSON: trailing characters")},
+		{"second value", apitest.CTJSON, append(append([]byte{}, valid...), valid...), exact("invalid JSON: trailing characters")},
+		{"invalid UTF-8", apitest.CTJSON, badJSONObject(t, r.valid, "\"zz\":\"a\xff\xfeb\""), exact("invalid JSON: invalid UTF-8 in zz")},
+		{"invalid UTF-8 in a key", apitest.CTJSON, badJSONObject(t, r.valid, "\"z\xc3\":1"), exact("invalid JSON: invalid UTF-8 in body")},
+		{"lone surrogate", apitest.CTJSON, badJSONObject(t, r.valid, `"zz":["\ud800"]`), exact("invalid JSON: invalid UTF-8 in zz[0]")},
+		{"number too large", apitest.CTJSON, badJSONObject(t, r.valid, `"zz":{"x":1e400}`), exact("invalid JSON: number 1e400 out of range")},
+		{"integer too large", apitest.CTJSON, badJSONObject(t, r.valid, `"zz":18446744073709551616`), exact("invalid JSON: number 18446744073709551616 out of range")},
+		{"duplicate key", apitest.CTJSON, badJSONObject(t, r.valid, `"zz":1`, `"zz":2`), exact(`invalid JSON: duplicate key "zz" in body`)},
+		{"nested too deep", apitest.CTJSON, badJSONObject(t, r.valid, deep), invalid("")},
 		{"unsupported media type", "text/plain", valid, badWant{http.StatusUnsupportedMediaType, "unsupported media type", false}},
 	}
 	if oversized {
 		big := append(append([]byte{}, valid[:len(valid)-1]...), `,"zz":"`...)
 		big = append(big, bytes.Repeat([]byte{'x'}, 8<<20)...)
 		big = append(big, `"}`...)
-		cases = append(cases, badCase{"oversized", coreCTJSON, big, badWant{http.StatusRequestEntityTooLarge, "request body too large", false}})
+		cases = append(cases, badCase{"oversized", apitest.CTJSON, big, badWant{http.StatusRequestEntityTooLarge, "request body too large", false}})
 	}
 	return cases
 }
@@ -161,18 +163,18 @@ func badMsgpackCases(t *testing.T, r badBodyRoute) []badCase {
 	}
 	arr, _ := msgpack.Marshal([]int{1, 2})
 	return []badCase{
-		{"msgpack empty", coreCTMsgpack, []byte{}, invalid("")},
-		{"msgpack never-used code", coreCTMsgpack, []byte{0xc1}, invalid("")},
-		{"msgpack truncated", coreCTMsgpack, valid[:len(valid)-1], invalid("")},
-		{"msgpack not a map", coreCTMsgpack, arr, invalid("")},
-		{"msgpack trailing bytes", coreCTMsgpack, append(append([]byte{}, valid...), 0xc0), exact("invalid MessagePack: trailing bytes after the value")},
-		{"msgpack invalid UTF-8", coreCTMsgpack, badMsgpackObject(t, r.valid, badMsgpackMember{"zz", str("a\xffb")}), exact("invalid MessagePack: invalid UTF-8 in zz")},
-		{"msgpack invalid UTF-8 key", coreCTMsgpack, badMsgpackObject(t, r.valid, badMsgpackMember{"\xfe", str("a")}), exact("invalid MessagePack: invalid UTF-8 in body")},
-		{"msgpack duplicate key", coreCTMsgpack, badMsgpackObject(t, r.valid, badMsgpackMember{"zz", str("a")}, badMsgpackMember{"zz", str("b")}),
+		{"msgpack empty", apitest.CTMsgpack, []byte{}, invalid("")},
+		{"msgpack never-used code", apitest.CTMsgpack, []byte{0xc1}, invalid("")},
+		{"msgpack truncated", apitest.CTMsgpack, valid[:len(valid)-1], invalid("")},
+		{"msgpack not a map", apitest.CTMsgpack, arr, invalid("")},
+		{"msgpack trailing bytes", apitest.CTMsgpack, append(append([]byte{}, valid...), 0xc0), exact("invalid MessagePack: trailing bytes after the value")},
+		{"msgpack invalid UTF-8", apitest.CTMsgpack, badMsgpackObject(t, r.valid, badMsgpackMember{"zz", str("a\xffb")}), exact("invalid MessagePack: invalid UTF-8 in zz")},
+		{"msgpack invalid UTF-8 key", apitest.CTMsgpack, badMsgpackObject(t, r.valid, badMsgpackMember{"\xfe", str("a")}), exact("invalid MessagePack: invalid UTF-8 in body")},
+		{"msgpack duplicate key", apitest.CTMsgpack, badMsgpackObject(t, r.valid, badMsgpackMember{"zz", str("a")}, badMsgpackMember{"zz", str("b")}),
 			exact(`invalid MessagePack: duplicate key "zz" in body`)},
-		{"msgpack bin", coreCTMsgpack, badMsgpackObject(t, r.valid, badMsgpackMember{"zz", func(e *msgpack.Encoder) error { return e.EncodeBytes([]byte{1}) }}),
+		{"msgpack bin", apitest.CTMsgpack, badMsgpackObject(t, r.valid, badMsgpackMember{"zz", func(e *msgpack.Encoder) error { return e.EncodeBytes([]byte{1}) }}),
 			exact("invalid MessagePack: binary values cannot be represented")},
-		{"msgpack NaN", coreCTMsgpack, badMsgpackObject(t, r.valid, badMsgpackMember{"zz", func(e *msgpack.Encoder) error { return e.EncodeFloat64(nan()) }}),
+		{"msgpack NaN", apitest.CTMsgpack, badMsgpackObject(t, r.valid, badMsgpackMember{"zz", func(e *msgpack.Encoder) error { return e.EncodeFloat64(nan()) }}),
 			exact("invalid MessagePack: NaN and infinite floats cannot be represented")},
 	}
 }
@@ -182,20 +184,20 @@ func nan() float64 { z := 0.0; return z / z }
 // badCheck sends one case and checks the answer and that nothing changed.
 func badCheck(t *testing.T, client *http.Client, base string, method, path string, c badCase, before badState) {
 	t.Helper()
-	accept := coreCTJSON
-	if c.contentType == coreCTMsgpack {
-		accept = coreCTMsgpack
+	accept := apitest.CTJSON
+	if c.contentType == apitest.CTMsgpack {
+		accept = apitest.CTMsgpack
 	}
 	hdr := map[string]string{"Accept": accept}
 	if c.contentType != "" {
 		hdr["Content-Type"] = c.contentType
 	}
-	r := coreRequest(t, client, base, method, path, c.body, hdr)
+	r := apitest.Request(t, client, base, method, path, c.body, hdr)
 	badRequireAnswer(t, r, c.want, fmt.Sprintf("%s %s: %s", method, path, c.name))
 	require.Equal(t, before, badSnapshot(t, base), "%s %s: %s changed the server's state", method, path, c.name)
 }
 
-func badRequireAnswer(t *testing.T, r coreResp, want badWant, what string) {
+func badRequireAnswer(t *testing.T, r apitest.Response, want badWant, what string) {
 	t.Helper()
 	require.Equal(t, want.status, r.Status, "%s: %s", what, r)
 	m := r.Map(t)
@@ -216,9 +218,9 @@ func TestFaultBadInputCatalogue(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
 	budget := map[string]any{"allocation": 5, "strategy": map[string]any{"type": "while_in_flight"}}
-	coreRequireStatus(t, coreDoJSON(t, s.URL, http.MethodPost, "/budgets/cat-b", budget), http.StatusCreated)
-	seed := coreEnqueue(t, s.URL, map[string]any{"type": "t", "queue": "cat", "payload": map[string]any{"n": 1}, "budgets": []any{map[string]any{"key": "cat-b"}}})
-	coreEnqueue(t, s.URL, coreSimpleJob("cat2", "two"))
+	apitest.RequireStatus(t, apitest.DoJSON(t, s.URL, http.MethodPost, "/budgets/cat-b", budget), http.StatusCreated)
+	seed := apitest.Enqueue(t, s.URL, map[string]any{"type": "t", "queue": "cat", "payload": map[string]any{"n": 1}, "budgets": []any{map[string]any{"key": "cat-b"}}})
+	apitest.Enqueue(t, s.URL, apitest.SimpleJob("cat2", "two"))
 	before := badSnapshot(t, s.URL)
 
 	var protos http.Protocols
@@ -275,12 +277,12 @@ func TestFaultBadInputCatalogue(t *testing.T) {
 			{http.MethodPost, "/jobs", []byte(`{"type":"t","queue":"cat","payload":1,"budgets":[{"key":"\udfff"}]}`),
 				badWant{400, "invalid JSON: invalid UTF-8 in budgets[0].key", false}},
 		} {
-			r := coreRequest(t, client, s.URL, c.method, c.path, c.body, map[string]string{"Content-Type": coreCTJSON})
+			r := apitest.Request(t, client, s.URL, c.method, c.path, c.body, map[string]string{"Content-Type": apitest.CTJSON})
 			badRequireAnswer(t, r, c.want, proto+" "+c.method+" "+c.path)
 			require.Equal(t, before, badSnapshot(t, s.URL), "%s %s %s changed the server's state", proto, c.method, c.path)
 		}
-		r := coreRequest(t, client, s.URL, http.MethodGet, "/budgets/%ff%fe", nil, nil)
-		coreRequireStatus(t, r, http.StatusNotFound)
+		r := apitest.Request(t, client, s.URL, http.MethodGet, "/budgets/%ff%fe", nil, nil)
+		apitest.RequireStatus(t, r, http.StatusNotFound)
 	}
 
 	// query strings, on every route that reads one
@@ -317,9 +319,9 @@ func TestFaultBadInputCatalogue(t *testing.T) {
 			} {
 				hdr := map[string]string{}
 				if q.body != nil {
-					hdr["Content-Type"] = coreCTJSON
+					hdr["Content-Type"] = apitest.CTJSON
 				}
-				r := coreRequest(t, client, s.URL, q.method, q.path+"?"+c.query, q.body, hdr)
+				r := apitest.Request(t, client, s.URL, q.method, q.path+"?"+c.query, q.body, hdr)
 				badRequireAnswer(t, r, c.want, fmt.Sprintf("%s %s %s?%s", proto, q.method, q.path, c.query))
 				require.Equal(t, before, badSnapshot(t, s.URL), "%s %s %s?%s changed the server's state", proto, q.method, q.path, c.query)
 			}
@@ -331,7 +333,7 @@ func TestFaultBadInputCatalogue(t *testing.T) {
 	// less declared than sent, which cuts the body short
 	for _, r := range bodyRoutes {
 		valid := badJSONObject(t, r.valid)
-		conn := coreDialRaw(t, s.Addr)
+		conn := apitest.DialRaw(t, s.Addr)
 		head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", r.method, r.path, s.Addr, len(valid)+100)
 		_, err := io.WriteString(conn, head+string(valid))
 		require.NoError(t, err)
@@ -340,7 +342,7 @@ func TestFaultBadInputCatalogue(t *testing.T) {
 		badRequireRaw(t, resp, body, badWant{400, "failed to read body: unexpected EOF", false}, "longer Content-Length "+r.method+" "+r.path)
 		require.Equal(t, before, badSnapshot(t, s.URL))
 
-		conn = coreDialRaw(t, s.Addr)
+		conn = apitest.DialRaw(t, s.Addr)
 		head = fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", r.method, r.path, s.Addr, len(valid)-3)
 		_, err = io.WriteString(conn, head+string(valid))
 		require.NoError(t, err)
@@ -350,9 +352,9 @@ func TestFaultBadInputCatalogue(t *testing.T) {
 	}
 }
 
-func badReadResponse(t *testing.T, c *coreRawConn) (*http.Response, []byte) {
+func badReadResponse(t *testing.T, c *apitest.RawConn) (*http.Response, []byte) {
 	t.Helper()
-	resp, err := http.ReadResponse(c.br, nil)
+	resp, err := http.ReadResponse(c.Reader, nil)
 	require.NoError(t, err, "reading raw response")
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
@@ -362,6 +364,6 @@ func badReadResponse(t *testing.T, c *coreRawConn) (*http.Response, []byte) {
 
 func badRequireRaw(t *testing.T, resp *http.Response, body []byte, want badWant, what string) {
 	t.Helper()
-	r := coreResp{Status: resp.StatusCode, Header: resp.Header, Body: body, Proto: resp.Proto, ContentLength: resp.ContentLength}
+	r := apitest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body, Proto: resp.Proto, ContentLength: resp.ContentLength}
 	badRequireAnswer(t, r, want, what+" (Content-Length "+strconv.FormatInt(resp.ContentLength, 10)+")")
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -35,39 +37,39 @@ func TestFaultDiskFull(t *testing.T) {
 
 	// fill: bulks of 50 jobs with 4 KB incompressible payloads
 	var acked []string
-	var refused coreResp
+	var refused apitest.Response
 	for i := 0; ; i++ {
 		require.Less(t, i, 1000, "64 MiB never filled up")
 		jobs := make([]map[string]any, 50)
 		for j := range jobs {
 			b := make([]byte, 3000)
 			_, _ = rand.Read(b)
-			jobs[j] = coreSimpleJob("disk", map[string]any{"p": base64.StdEncoding.EncodeToString(b)})
+			jobs[j] = apitest.SimpleJob("disk", map[string]any{"p": base64.StdEncoding.EncodeToString(b)})
 		}
-		r := coreDoJSON(t, srv.URL, http.MethodPost, "/jobs/bulk", map[string]any{"jobs": jobs})
+		r := apitest.DoJSON(t, srv.URL, http.MethodPost, "/jobs/bulk", map[string]any{"jobs": jobs})
 		if r.Status == http.StatusServiceUnavailable {
 			refused = r
 			break
 		}
-		coreRequireStatus(t, r, http.StatusCreated)
-		acked = append(acked, coreIDs(coreBulkJobs(t, r))...)
+		apitest.RequireStatus(t, r, http.StatusCreated)
+		acked = append(acked, apitest.IDs(apitest.BulkJobs(t, r))...)
 	}
 	t.Logf("%d jobs acknowledged before the first 503: %s", len(acked), refused.Body)
-	coreRequireErrorPrefix(t, refused, http.StatusServiceUnavailable, "storage unavailable: ")
+	apitest.RequireErrorPrefix(t, refused, http.StatusServiceUnavailable, "storage unavailable: ")
 	require.Equal(t, "2", refused.Header.Get("Retry-After"))
-	r := coreDoJSON(t, srv.URL, http.MethodPut, "/budgets/b", map[string]any{"allocation": 1, "strategy": map[string]any{"type": "while_in_flight"}})
-	coreRequireErrorPrefix(t, r, http.StatusServiceUnavailable, "storage unavailable: ")
+	r := apitest.DoJSON(t, srv.URL, http.MethodPut, "/budgets/b", map[string]any{"allocation": 1, "strategy": map[string]any{"type": "while_in_flight"}})
+	apitest.RequireErrorPrefix(t, r, http.StatusServiceUnavailable, "storage unavailable: ")
 
 	// reads answer; draining commits
 	resRequireCount(t, srv.URL, len(acked))
-	coreMustGet(t, srv.URL, acked[0])
-	take := coreOpenTake(t, srv.URL, coreTakeOpts{Query: "queue=disk&prefetch=0", Accept: coreAcceptNDJSON})
+	apitest.MustGet(t, srv.URL, acked[0])
+	take := apitest.OpenTake(t, srv.URL, apitest.TakeOpts{Query: "queue=disk&prefetch=0", Accept: apitest.AcceptNDJSON})
 	taken := take.Jobs(t, 202, 30*time.Second)
 	for _, j := range taken[:200] {
-		coreAck(t, srv.URL, j.ID)
+		apitest.Ack(t, srv.URL, j.ID)
 	}
-	coreRequireStatus(t, coreFail(t, srv.URL, taken[200].ID, map[string]any{"message": "m", "kill": true}), http.StatusOK)
-	coreRequireStatus(t, coreDoJSON(t, srv.URL, http.MethodDelete, "/jobs/"+taken[201].ID, nil), http.StatusNoContent)
+	apitest.RequireStatus(t, apitest.Fail(t, srv.URL, taken[200].ID, map[string]any{"message": "m", "kill": true}), http.StatusOK)
+	apitest.RequireStatus(t, apitest.DoJSON(t, srv.URL, http.MethodDelete, "/jobs/"+taken[201].ID, nil), http.StatusNoContent)
 	take.Close()
 	gone := map[string]bool{}
 	for _, j := range taken[:202] {
@@ -86,8 +88,8 @@ func TestFaultDiskFull(t *testing.T) {
 	filler := resFillDisk(t, mnt)
 	srv.Restart()
 	resRequireCount(t, srv.URL, len(kept))
-	r = coreDoJSON(t, srv.URL, http.MethodPost, "/jobs", coreSimpleJob("disk", 1))
-	coreRequireErrorPrefix(t, r, http.StatusServiceUnavailable, "storage unavailable: ")
+	r = apitest.DoJSON(t, srv.URL, http.MethodPost, "/jobs", apitest.SimpleJob("disk", 1))
+	apitest.RequireErrorPrefix(t, r, http.StatusServiceUnavailable, "storage unavailable: ")
 
 	// space comes back (the operator removes both other files): admitted
 	// again, by itself. Removing the filler alone gives back only what was
@@ -98,24 +100,24 @@ func TestFaultDiskFull(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(mnt, "other")))
 	start := time.Now()
 	require.Eventually(t, func() bool {
-		return coreDoJSON(t, srv.URL, http.MethodPost, "/jobs", coreSimpleJob("after", 1)).Status == http.StatusCreated
+		return apitest.DoJSON(t, srv.URL, http.MethodPost, "/jobs", apitest.SimpleJob("after", 1)).Status == http.StatusCreated
 	}, 30*time.Second, 100*time.Millisecond)
 	t.Logf("enqueues admitted %v after the space came back", time.Since(start).Round(time.Millisecond))
 
 	// nothing acknowledged was lost, across the restart on a full disk
 	resRequireCount(t, srv.URL, len(kept)+1)
 	for i := 0; i < len(kept); i += max(1, len(kept)/50) {
-		coreMustGet(t, srv.URL, kept[i])
+		apitest.MustGet(t, srv.URL, kept[i])
 	}
-	coreMustGet(t, srv.URL, kept[len(kept)-1])
+	apitest.MustGet(t, srv.URL, kept[len(kept)-1])
 	require.False(t, strings.Contains(srv.Logs(), "SIGBUS"))
 }
 
 // resRequireCount requires GET /jobs/count to be n.
 func resRequireCount(t testing.TB, base string, n int) {
 	t.Helper()
-	r := coreDoJSON(t, base, http.MethodGet, "/jobs/count", nil)
-	coreRequireStatus(t, r, http.StatusOK)
+	r := apitest.DoJSON(t, base, http.MethodGet, "/jobs/count", nil)
+	apitest.RequireStatus(t, r, http.StatusOK)
 	var body struct {
 		Count int `json:"count"`
 	}

@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -107,8 +109,8 @@ func TestEdgeBadTLSRefusedBeforeListening(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
-	r := coreRequest(t, client, base, http.MethodGet, "/health", nil, nil)
-	coreRequireStatus(t, r, http.StatusOK)
+	r := apitest.Request(t, client, base, http.MethodGet, "/health", nil, nil)
+	apitest.RequireStatus(t, r, http.StatusOK)
 	require.Equal(t, "HTTP/2.0", r.Proto)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "exit after SIGTERM")
@@ -121,33 +123,33 @@ func TestEdgeBadTLSRefusedBeforeListening(t *testing.T) {
 func TestEdgeCrossOriginWritesRefused(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, "--allow-origin", "https://ui.example")
-	coreEnqueue(t, s.URL, coreSimpleJob("xo", 1))
-	send := func(method, path, origin string, body any) coreResp {
-		hdr := map[string]string{"Content-Type": coreCTJSON}
+	apitest.Enqueue(t, s.URL, apitest.SimpleJob("xo", 1))
+	send := func(method, path, origin string, body any) apitest.Response {
+		hdr := map[string]string{"Content-Type": apitest.CTJSON}
 		if origin != "" {
 			hdr["Origin"] = origin
 		}
 		var raw []byte
 		if body != nil {
-			raw = coreEncode(t, coreJSON, body)
+			raw = apitest.Encode(t, apitest.JSON, body)
 		}
-		return coreRequest(t, nil, s.URL, method, path, raw, hdr)
+		return apitest.Request(t, nil, s.URL, method, path, raw, hdr)
 	}
 	for _, origin := range []string{"https://evil.example", "null", "http://localhost:1", "https://ui.example.evil"} {
-		coreRequireError(t, send(http.MethodPost, "/reset", origin, nil), http.StatusForbidden, "cross-origin request refused")
-		coreRequireError(t, send(http.MethodPost, "/jobs", origin, coreSimpleJob("xo", 2)), http.StatusForbidden, "cross-origin request refused")
-		coreRequireError(t, send(http.MethodPut, "/budgets/xo", origin, map[string]any{"allocation": 1}), http.StatusForbidden, "cross-origin request refused")
-		coreRequireError(t, send(http.MethodDelete, "/jobs", origin, nil), http.StatusForbidden, "cross-origin request refused")
-		coreRequireStatus(t, send(http.MethodGet, "/jobs/count", origin, nil), http.StatusOK)
+		apitest.RequireError(t, send(http.MethodPost, "/reset", origin, nil), http.StatusForbidden, "cross-origin request refused")
+		apitest.RequireError(t, send(http.MethodPost, "/jobs", origin, apitest.SimpleJob("xo", 2)), http.StatusForbidden, "cross-origin request refused")
+		apitest.RequireError(t, send(http.MethodPut, "/budgets/xo", origin, map[string]any{"allocation": 1}), http.StatusForbidden, "cross-origin request refused")
+		apitest.RequireError(t, send(http.MethodDelete, "/jobs", origin, nil), http.StatusForbidden, "cross-origin request refused")
+		apitest.RequireStatus(t, send(http.MethodGet, "/jobs/count", origin, nil), http.StatusOK)
 	}
 	require.EqualValues(t, 1, queryCount(t, s.URL, ""), "a refused request changed the jobs")
-	coreRequireStatus(t, send(http.MethodGet, "/budgets/xo", "", nil), http.StatusNotFound)
+	apitest.RequireStatus(t, send(http.MethodGet, "/budgets/xo", "", nil), http.StatusNotFound)
 
-	coreRequireStatus(t, send(http.MethodPost, "/jobs", s.URL, coreSimpleJob("xo", 3)), http.StatusCreated)
-	coreRequireStatus(t, send(http.MethodPost, "/jobs", "https://ui.example", coreSimpleJob("xo", 4)), http.StatusCreated)
-	coreRequireStatus(t, send(http.MethodPost, "/jobs", "", coreSimpleJob("xo", 5)), http.StatusCreated)
+	apitest.RequireStatus(t, send(http.MethodPost, "/jobs", s.URL, apitest.SimpleJob("xo", 3)), http.StatusCreated)
+	apitest.RequireStatus(t, send(http.MethodPost, "/jobs", "https://ui.example", apitest.SimpleJob("xo", 4)), http.StatusCreated)
+	apitest.RequireStatus(t, send(http.MethodPost, "/jobs", "", apitest.SimpleJob("xo", 5)), http.StatusCreated)
 	require.EqualValues(t, 4, queryCount(t, s.URL, ""))
-	coreRequireNoContent(t, send(http.MethodPost, "/reset", s.URL, nil))
+	apitest.RequireNoContent(t, send(http.MethodPost, "/reset", s.URL, nil))
 	require.EqualValues(t, 0, queryCount(t, s.URL, ""))
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -36,7 +38,7 @@ func TestFaultDescriptorLimitIdleConnections(t *testing.T) {
 	srv := servertest.StartWrapped(t, t.TempDir(), wrapper)
 	pid := srv.PID()
 
-	ids := coreIDs(coreEnqueueN(t, srv.URL, "fd", 50))
+	ids := apitest.IDs(apitest.EnqueueN(t, srv.URL, "fd", 50))
 
 	answered := 0
 	for i := range conns {
@@ -51,11 +53,11 @@ func TestFaultDescriptorLimitIdleConnections(t *testing.T) {
 	require.Less(t, fds, nofile, "the server must keep descriptors for its store")
 
 	// a new client is served at once, and writes still commit
-	more := coreIDs(coreEnqueueN(t, srv.URL, "fd", 50))
+	more := apitest.IDs(apitest.EnqueueN(t, srv.URL, "fd", 50))
 	ids = append(ids, more...)
 	srv.Restart()
 	for _, id := range ids {
-		coreMustGet(t, srv.URL, id)
+		apitest.MustGet(t, srv.URL, id)
 	}
 }
 

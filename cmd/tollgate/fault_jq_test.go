@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -51,18 +53,18 @@ func TestFaultJQFilterBounds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
 			require.Equal(t, int64(0), filterCount(t, s, tt.src, jobs))
-			r := budDo(t, s, http.MethodGet, "/jobs?filter="+url.QueryEscape(tt.src), nil)
-			require.Equal(t, http.StatusOK, r.status, "%s", r)
-			require.Equal(t, strconv.Itoa(jobs), r.header.Get("Tollgate-Filter-Errors"))
-			require.Empty(t, budObj(t, r, http.StatusOK)["jobs"])
+			r := apitest.DoJSON(t, s.URL, http.MethodGet, "/jobs?filter="+url.QueryEscape(tt.src), nil)
+			require.Equal(t, http.StatusOK, r.Status, "%s", r)
+			require.Equal(t, strconv.Itoa(jobs), r.Header.Get("Tollgate-Filter-Errors"))
+			require.Empty(t, apitest.Object(t, r, http.StatusOK)["jobs"])
 			rss := faultRSS(t, s.PID())
 			t.Logf("%s: stopped on %d jobs twice in %v; RSS %d MiB", tt.src, jobs, time.Since(start).Round(time.Millisecond), rss>>20)
 			require.Less(t, rss, baseline+jqRSSHeadroom, "RSS grew from %d to %d MiB", baseline>>20, rss>>20)
 		})
 	}
-	r := budDo(t, s, http.MethodDelete, "/jobs?filter="+url.QueryEscape(`"a" * 2147483646`), nil)
-	require.Equal(t, int64(0), budInt(t, budObj(t, r, http.StatusOK), "deleted"))
-	require.Equal(t, strconv.Itoa(jobs), r.header.Get("Tollgate-Filter-Errors"))
+	r := apitest.DoJSON(t, s.URL, http.MethodDelete, "/jobs?filter="+url.QueryEscape(`"a" * 2147483646`), nil)
+	require.Equal(t, int64(0), budInt(t, apitest.Object(t, r, http.StatusOK), "deleted"))
+	require.Equal(t, strconv.Itoa(jobs), r.Header.Get("Tollgate-Filter-Errors"))
 	require.Equal(t, int64(2), filterCount(t, s, `.n >= 1`, 0))
 }
 
@@ -70,12 +72,12 @@ func TestFaultJQFilterBounds(t *testing.T) {
 // Tollgate-Filter-Errors header (absent when wantErrors is 0).
 func filterCount(t *testing.T, s *servertest.Server, src string, wantErrors int) int64 {
 	t.Helper()
-	r := budDo(t, s, http.MethodGet, "/jobs/count?filter="+url.QueryEscape(src), nil)
-	n := budInt(t, budObj(t, r, http.StatusOK), "count")
+	r := apitest.DoJSON(t, s.URL, http.MethodGet, "/jobs/count?filter="+url.QueryEscape(src), nil)
+	n := budInt(t, apitest.Object(t, r, http.StatusOK), "count")
 	want := ""
 	if wantErrors > 0 {
 		want = strconv.Itoa(wantErrors)
 	}
-	require.Equal(t, want, r.header.Get("Tollgate-Filter-Errors"), "filter %s", src)
+	require.Equal(t, want, r.Header.Get("Tollgate-Filter-Errors"), "filter %s", src)
 	return n
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -93,7 +95,7 @@ func TestFaultSlowBodiesBoundMemory(t *testing.T) {
 		_ = c.Close()
 	}
 	require.Eventually(t, func() bool {
-		r := coreDoJSON(t, srv.URL, "POST", "/jobs", coreSimpleJob("q", map[string]any{"ok": true}))
+		r := apitest.DoJSON(t, srv.URL, "POST", "/jobs", apitest.SimpleJob("q", map[string]any{"ok": true}))
 		return r.Status == http.StatusCreated
 	}, 20*time.Second, 50*time.Millisecond)
 	t.Logf("took %v", time.Since(start))

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -40,20 +42,20 @@ func TestFaultTimeFieldsAtMaximumIdle(t *testing.T) {
 		"retention": map[string]any{"completed_ms": maxU64, "dead_ms": maxU64}})
 	kept := budEnqueue(t, s, map[string]any{"type": "t", "queue": "retry", "payload": map[string]any{},
 		"retention": map[string]any{"completed_ms": maxU64, "dead_ms": maxU64}})
-	w := budOpenStream(t, s, "retry", 2)
-	got := budIDs(w.take(2, 10*time.Second))
+	w := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("retry", 2), Accept: apitest.AcceptNDJSON})
+	got := apitest.FrameIDs(w.Frames(t, 2, 10*time.Second))
 	require.ElementsMatch(t, []string{retried["id"].(string), kept["id"].(string)}, got)
-	r := budDo(t, s, http.MethodPost, "/jobs/"+retried["id"].(string)+"/failure", map[string]any{"message": "later", "retry_at": maxU64})
-	require.Equal(t, "scheduled", budObj(t, r, http.StatusOK)["status"])
+	r := apitest.DoJSON(t, s.URL, http.MethodPost, "/jobs/"+retried["id"].(string)+"/failure", map[string]any{"message": "later", "retry_at": maxU64})
+	require.Equal(t, "scheduled", apitest.Object(t, r, http.StatusOK)["status"])
 	budAck(t, s, kept["id"].(string))
-	w.close()
+	w.Close()
 
 	// A time_based budget of the longest duration, one job in flight and
 	// one parked behind it.
 	budMustPut(t, s, "forever", budTB(1, math.MaxInt64, 0))
 	budEnqueueBulk(t, s, budJob("slow", budBind("forever", 1)), budJob("slow", budBind("forever", 1)))
-	slow := budOpenStream(t, s, "slow", 10)
-	slow.take(1, 10*time.Second)
+	slow := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("slow", 10), Accept: apitest.AcceptNDJSON})
+	slow.Frames(t, 1, 10*time.Second)
 	waitParked(t, s, "forever", 1)
 
 	cpu := faultCPUOver(t, s.PID(), idleWindow)
@@ -63,10 +65,10 @@ func TestFaultTimeFieldsAtMaximumIdle(t *testing.T) {
 	// The retained job is still there (a wrapped purge_at reaps it).
 	require.Equal(t, "completed", budGetJob(t, s, kept["id"].(string))["status"])
 
-	slow.close()
+	slow.Close()
 	s.Restart()
-	slow = budOpenStream(t, s, "slow", 10)
-	slow.take(1, 10*time.Second)
+	slow = apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("slow", 10), Accept: apitest.AcceptNDJSON})
+	slow.Frames(t, 1, 10*time.Second)
 	waitParked(t, s, "forever", 1)
 	cpu = faultCPUOver(t, s.PID(), idleWindow)
 	t.Logf("CPU time over %v after a restart: %v", idleWindow, cpu)
@@ -81,7 +83,7 @@ func waitParked(t *testing.T, s *servertest.Server, key string, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st := budObj(t, budDo(t, s, http.MethodGet, budPath(key)+"/state", nil), http.StatusOK)
+		st := apitest.Object(t, apitest.DoJSON(t, s.URL, http.MethodGet, budPath(key)+"/state", nil), http.StatusOK)
 		if budInt(t, st, "parked") == n {
 			return
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -21,7 +23,7 @@ import (
 
 func TestFaultPoisonValuesRefused(t *testing.T) {
 	t.Parallel()
-	s := servertest.Start(t, coreHeartbeatFlag, coreHeartbeat)
+	s := servertest.Start(t, apitest.HeartbeatFlag, apitest.Heartbeat)
 	const q = "poison"
 
 	// the poison, in every way it could come in
@@ -49,55 +51,55 @@ func TestFaultPoisonValuesRefused(t *testing.T) {
 		if c.path == "/crons/poison" {
 			method = http.MethodPut
 		}
-		r := coreRequest(t, nil, s.URL, method, c.path, []byte(c.body), map[string]string{"Content-Type": coreCTJSON})
-		coreRequireError(t, r, http.StatusBadRequest, c.want)
+		r := apitest.Request(t, nil, s.URL, method, c.path, []byte(c.body), map[string]string{"Content-Type": apitest.CTJSON})
+		apitest.RequireError(t, r, http.StatusBadRequest, c.want)
 	}
 	bad, err := msgpack.Marshal(map[string]any{"type": "t", "queue": q, "payload": map[string]any{"s": "\xff\xfe"}})
 	require.NoError(t, err)
-	r := coreRequest(t, nil, s.URL, http.MethodPost, "/jobs", bad, map[string]string{"Content-Type": coreCTMsgpack, "Accept": coreCTMsgpack})
-	coreRequireError(t, r, http.StatusBadRequest, "invalid MessagePack: invalid UTF-8 in payload.s")
+	r := apitest.Request(t, nil, s.URL, http.MethodPost, "/jobs", bad, map[string]string{"Content-Type": apitest.CTMsgpack, "Accept": apitest.CTMsgpack})
+	apitest.RequireError(t, r, http.StatusBadRequest, "invalid MessagePack: invalid UTF-8 in payload.s")
 	require.EqualValues(t, 0, queryCount(t, s.URL, ""), "a refused value was stored")
-	require.Equal(t, map[string]any{"crons": []any{}}, coreDoJSON(t, s.URL, http.MethodGet, "/crons", nil).Map(t), "a refused template was stored")
+	require.Equal(t, map[string]any{"crons": []any{}}, apitest.DoJSON(t, s.URL, http.MethodGet, "/crons", nil).Map(t), "a refused template was stored")
 
 	// a fold whose result leaves the model fails the enqueue, which writes nothing
 	batched := func(n int) map[string]any {
 		return map[string]any{"type": "t", "queue": "poison-fold", "payload": map[string]any{"n": n},
 			"batch": map[string]any{"key": "poison", "when": "true", "fold": "$existing | .n = 1e400"}}
 	}
-	coreRequireStatus(t, coreDoJSON(t, s.URL, http.MethodPost, "/jobs", batched(1)), http.StatusCreated)
-	r = coreDoJSON(t, s.URL, http.MethodPost, "/jobs", batched(2))
-	coreRequireErrorPrefix(t, r, http.StatusUnprocessableEntity, "batch fold failed: ")
+	apitest.RequireStatus(t, apitest.DoJSON(t, s.URL, http.MethodPost, "/jobs", batched(1)), http.StatusCreated)
+	r = apitest.DoJSON(t, s.URL, http.MethodPost, "/jobs", batched(2))
+	apitest.RequireErrorPrefix(t, r, http.StatusUnprocessableEntity, "batch fold failed: ")
 	require.EqualValues(t, 1, queryCount(t, s.URL, ""), "a failed fold wrote a job")
-	coreRequireStatus(t, coreDoJSON(t, s.URL, http.MethodDelete, "/jobs?queue=poison-fold", nil), http.StatusOK)
+	apitest.RequireStatus(t, apitest.DoJSON(t, s.URL, http.MethodDelete, "/jobs?queue=poison-fold", nil), http.StatusOK)
 
 	// values at the edges of the model are stored and read back alike
 	edge := []byte(`{"type":"t","queue":"poison","payload":{"max":18446744073709551615,"min":-9223372036854775808,` +
 		`"big":1.7976931348623157e308,"tiny":5e-324,"neg":-0.5,"e":"\ud83d\ude00 \u00e9","nested":[{"a":[]},{}]}}`)
-	r = coreRequest(t, nil, s.URL, http.MethodPost, "/jobs", edge, map[string]string{"Content-Type": coreCTJSON})
-	coreRequireStatus(t, r, http.StatusCreated)
+	r = apitest.Request(t, nil, s.URL, http.MethodPost, "/jobs", edge, map[string]string{"Content-Type": apitest.CTJSON})
+	apitest.RequireStatus(t, r, http.StatusCreated)
 	first := r.Job(t)
-	second := coreEnqueue(t, s.URL, coreSimpleJob(q, map[string]any{"healthy": true}))
+	second := apitest.Enqueue(t, s.URL, apitest.SimpleJob(q, map[string]any{"healthy": true}))
 
 	readBack := map[string]any{} // canonical payloads, by job id
 	for _, id := range []string{first.ID, second.ID} {
-		js := coreDoJSON(t, s.URL, http.MethodGet, "/jobs/"+id, nil)
-		mp := coreDoMsgpack(t, s.URL, http.MethodGet, "/jobs/"+id, nil)
-		coreRequireStatus(t, js, http.StatusOK)
-		coreRequireStatus(t, mp, http.StatusOK)
-		readBack[id] = coreCanon(t, js.Job(t).Payload)
+		js := apitest.DoJSON(t, s.URL, http.MethodGet, "/jobs/"+id, nil)
+		mp := apitest.DoMsgpack(t, s.URL, http.MethodGet, "/jobs/"+id, nil)
+		apitest.RequireStatus(t, js, http.StatusOK)
+		apitest.RequireStatus(t, mp, http.StatusOK)
+		readBack[id] = apitest.Canon(t, js.Job(t).Payload)
 		require.NotNil(t, readBack[id])
-		require.Equal(t, readBack[id], coreCanon(t, mp.Job(t).Payload), "job %s reads back differently", id)
+		require.Equal(t, readBack[id], apitest.Canon(t, mp.Job(t).Payload), "job %s reads back differently", id)
 	}
-	for _, f := range coreFormats {
-		r := coreCall(t, s.URL, f, http.MethodGet, "/jobs?queue="+q, nil)
-		coreRequireStatus(t, r, http.StatusOK)
+	for _, f := range apitest.Formats {
+		r := apitest.Call(t, s.URL, f, http.MethodGet, "/jobs?queue="+q, nil)
+		apitest.RequireStatus(t, r, http.StatusOK)
 	}
 
 	// a msgpack worker with prefetch 1 gets both jobs, in order
-	st := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=" + q + "&prefetch=1", Accept: coreAcceptMsgpack})
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=" + q + "&prefetch=1", Accept: apitest.AcceptMsgpack})
 	got := st.NextJob(t, 10*time.Second)
 	require.Equal(t, first.ID, got.ID)
-	require.Equal(t, readBack[first.ID], coreCanon(t, got.Payload), "the stream frame differs from the JSON read-back")
-	coreAck(t, s.URL, got.ID)
+	require.Equal(t, readBack[first.ID], apitest.Canon(t, got.Payload), "the stream frame differs from the JSON read-back")
+	apitest.Ack(t, s.URL, got.ID)
 	require.Equal(t, second.ID, st.NextJob(t, 10*time.Second).ID, "the healthy job behind it was not delivered")
 }

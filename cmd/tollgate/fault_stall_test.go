@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -92,7 +94,7 @@ func TestFaultStalledStreamReleasesItsJobs(t *testing.T) {
 			// ACK in the send queue could exceed 1 KiB at a check).
 			h2c := &http.Transport{Protocols: new(http.Protocols)}
 			h2c.Protocols.SetUnencryptedHTTP2(true)
-			healthy := coreOpenTake(t, s.URL, coreTakeOpts{Query: "queue=q&prefetch=10", Client: &http.Client{Transport: h2c}, WorkerID: "healthy"})
+			healthy := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=q&prefetch=10", Client: &http.Client{Transport: h2c}, WorkerID: "healthy"})
 			got := map[string]bool{}
 			deadline := time.Now().Add(20 * time.Second)
 			for len(got) < n && time.Now().Before(deadline) {
@@ -117,8 +119,8 @@ func waitInFlight(t *testing.T, s *servertest.Server) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := budDo(t, s, http.MethodGet, "/jobs/count?status=in_flight", nil)
-		if budInt(t, budObj(t, r, http.StatusOK), "count") > 0 {
+		r := apitest.DoJSON(t, s.URL, http.MethodGet, "/jobs/count?status=in_flight", nil)
+		if budInt(t, apitest.Object(t, r, http.StatusOK), "count") > 0 {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -67,7 +69,7 @@ func TestObserveTraceCLI(t *testing.T) {
 
 	obsBudget(t, s, "clib", obsWIF(1))
 	ids := obsEnqueue(t, s, "cliq", "clib", 2)
-	obsOpenTake(t, s, "cliq", "cli-worker", 5)
+	apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("cliq", 5), Accept: apitest.AcceptNDJSON, WorkerID: "cli-worker"})
 
 	want := map[string]*regexp.Regexp{
 		"granted":    regexp.MustCompile(`budget/clib +reserve_granted +job=` + ids[0] + ` queue=cliq cost=1 tokens=1→0$`),

@@ -1,8 +1,8 @@
 package main
 
 // Helpers for the observability integration tests (observe_*_test.go):
-// plain HTTP against the real binary, a reader of GET /debug/trace and a
-// take-stream reader. Every helper is prefixed "obs".
+// shortcuts on the apitest client and a reader of GET /debug/trace. Every
+// helper is prefixed "obs".
 
 import (
 	"bufio"
@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
@@ -25,54 +27,6 @@ import (
 
 // obsWait bounds every wait on the server.
 const obsWait = 20 * time.Second
-
-var obsHTTP = &http.Client{Timeout: 30 * time.Second}
-
-// obsDo sends body (nil: none) as JSON and returns status and body.
-func obsDo(t testing.TB, s *servertest.Server, method, path string, body any) (int, []byte) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, s.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := obsHTTP.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	return resp.StatusCode, b
-}
-
-// obsObj requires status and decodes a JSON object (numbers as json.Number).
-func obsObj(t testing.TB, s *servertest.Server, method, path string, body any, status int) map[string]any {
-	t.Helper()
-	got, b := obsDo(t, s, method, path, body)
-	if got != status {
-		t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, status, b)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		t.Fatalf("%s %s: %v: %s", method, path, err, b)
-	}
-	return m
-}
 
 func obsNum(t testing.TB, m map[string]any, field string) float64 {
 	t.Helper()
@@ -89,7 +43,7 @@ func obsNum(t testing.TB, m map[string]any, field string) float64 {
 
 func obsBudget(t testing.TB, s *servertest.Server, key string, def map[string]any) {
 	t.Helper()
-	obsObj(t, s, "PUT", "/budgets/"+url.PathEscape(key), def, http.StatusOK)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/"+url.PathEscape(key), def), http.StatusOK)
 }
 
 // obsEnqueue bulk-enqueues n jobs of queue bound to budget; ids in order.
@@ -100,7 +54,7 @@ func obsEnqueue(t testing.TB, s *servertest.Server, queue, budget string, n int)
 		jobs[i] = map[string]any{"type": "obs", "queue": queue, "payload": map[string]any{"i": i},
 			"budgets": []any{map[string]any{"key": budget}}}
 	}
-	m := obsObj(t, s, "POST", "/jobs/bulk", map[string]any{"jobs": jobs}, http.StatusCreated)
+	m := apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/jobs/bulk", map[string]any{"jobs": jobs}), http.StatusCreated)
 	arr, _ := m["jobs"].([]any)
 	if len(arr) != n {
 		t.Fatalf("bulk enqueue returned %v", m)
@@ -114,8 +68,8 @@ func obsEnqueue(t testing.TB, s *servertest.Server, queue, budget string, n int)
 
 func obsAck(t testing.TB, s *servertest.Server, id string) {
 	t.Helper()
-	if st, b := obsDo(t, s, "POST", "/jobs/"+id+"/success", nil); st != http.StatusNoContent {
-		t.Fatalf("ack %s: %d %s", id, st, b)
+	if r := apitest.DoJSON(t, s.URL, "POST", "/jobs/"+id+"/success", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("ack %s: %v", id, r)
 	}
 }
 
@@ -276,69 +230,14 @@ func (tr *obsTrace) inOrder(steps ...[3]any) {
 	}
 }
 
-// obsTake is an open NDJSON take stream; delivered ids arrive on ids.
-type obsTake struct {
-	cancel context.CancelFunc
-	ids    chan string
-	done   chan struct{}
-}
-
-func obsOpenTake(t testing.TB, s *servertest.Server, queue, worker string, prefetch int) *obsTake {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/jobs/take?queue=%s&prefetch=%d", s.URL, url.QueryEscape(queue), prefetch), nil)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "application/x-ndjson")
-	req.Header.Set("Worker-Id", worker)
-	resp, err := (&http.Client{}).Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		cancel()
-		t.Fatalf("take stream: %v %v", err, resp)
-	}
-	tk := &obsTake{cancel: cancel, ids: make(chan string, 1024), done: make(chan struct{})}
-	go func() {
-		defer close(tk.done)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<16), 1<<20)
-		for sc.Scan() {
-			var j struct {
-				ID string `json:"id"`
-			}
-			if json.Unmarshal(sc.Bytes(), &j) == nil && j.ID != "" {
-				tk.ids <- j.ID
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-tk.done
-	})
-	return tk
-}
-
-// next waits for the next delivered job id.
-func (tk *obsTake) next(t testing.TB) string {
-	t.Helper()
-	select {
-	case id := <-tk.ids:
-		return id
-	case <-time.After(obsWait):
-		t.Fatalf("no job delivered within %v", obsWait)
-	}
-	return ""
-}
-
 // obsMetrics scrapes /metrics and parses it with the Prometheus parser.
 func obsMetrics(t testing.TB, s *servertest.Server) map[string]*dto.MetricFamily {
 	t.Helper()
-	st, b := obsDo(t, s, "GET", "/metrics", nil)
-	if st != http.StatusOK {
-		t.Fatalf("GET /metrics: %d %s", st, b)
+	r := apitest.DoJSON(t, s.URL, "GET", "/metrics", nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /metrics: %v", r)
 	}
+	b := r.Body
 	var p expfmt.TextParser
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
 	if err != nil {

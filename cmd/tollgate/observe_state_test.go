@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -40,12 +42,12 @@ func TestObserveStateWhileInFlight(t *testing.T) {
 	tr := obsOpenTrace(t, s, "queue=wq")
 	obsBudget(t, s, "team/w", obsWIF(2))
 	ids := obsEnqueue(t, s, "wq", "team/w", 4)
-	take := obsOpenTake(t, s, "wq", "worker-w", 10)
+	take := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("wq", 10), Accept: apitest.AcceptNDJSON, WorkerID: "worker-w"})
 	tr.until("2 dispatched, 2 parked", func() bool {
 		return tr.count("commit", "") == 2 && tr.count("dispatched", "") == 2 && tr.count("parked", "") == 2
 	})
 
-	st := obsObj(t, s, "GET", "/budgets/team%2Fw/state", nil, http.StatusOK)
+	st := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/team%2Fw/state", nil), http.StatusOK)
 	if got := obsFieldSet(st); got != "allocation,at,capacity,dispatches,head,held,in_flight,key,parked,refusals,strategy,tokens" {
 		t.Fatalf("state fields %s: %v", got, st)
 	}
@@ -62,13 +64,13 @@ func TestObserveStateWhileInFlight(t *testing.T) {
 		t.Fatalf("head %s, want job %s with no affordable_at (while_in_flight)", got, ids[2])
 	}
 	// The budget object keeps its exact shape.
-	b := obsObj(t, s, "GET", "/budgets/team%2Fw", nil, http.StatusOK)
+	b := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/team%2Fw", nil), http.StatusOK)
 	if got := obsFieldSet(b); got != "allocation,created_at,key,strategy,updated_at" {
 		t.Fatalf("budget fields %s", got)
 	}
 
 	for k, id := range ids[2:] {
-		j := obsObj(t, s, "GET", "/jobs/"+id, nil, http.StatusOK)
+		j := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/jobs/"+id, nil), http.StatusOK)
 		if j["status"] != "ready" {
 			t.Fatalf("parked job status %v", j["status"])
 		}
@@ -77,15 +79,9 @@ func TestObserveStateWhileInFlight(t *testing.T) {
 		}
 	}
 	// The same in msgpack: a map with string keys.
-	req, _ := http.NewRequest("GET", s.URL+"/jobs/"+ids[3], nil)
-	req.Header.Set("Accept", "application/msgpack")
-	resp, err := obsHTTP.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := apitest.Request(t, nil, s.URL, "GET", "/jobs/"+ids[3], nil, map[string]string{"Accept": "application/msgpack"})
 	var mj map[string]any
-	err = msgpack.NewDecoder(resp.Body).Decode(&mj)
-	resp.Body.Close()
+	err := msgpack.Unmarshal(resp.Body, &mj)
 	if err != nil || resp.Header.Get("Content-Type") != "application/msgpack" {
 		t.Fatalf("msgpack GET /jobs/{id}: %v %s", err, resp.Header.Get("Content-Type"))
 	}
@@ -93,7 +89,7 @@ func TestObserveStateWhileInFlight(t *testing.T) {
 		t.Fatalf("msgpack waiting %v", mj["waiting"])
 	}
 	for _, id := range ids[:2] {
-		if j := obsObj(t, s, "GET", "/jobs/"+id, nil, http.StatusOK); j["waiting"] != nil || j["status"] != "in_flight" {
+		if j := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/jobs/"+id, nil), http.StatusOK); j["waiting"] != nil || j["status"] != "in_flight" {
 			t.Fatalf("in-flight job %v: no waiting expected", j)
 		}
 	}
@@ -120,13 +116,13 @@ func TestObserveStateWhileInFlight(t *testing.T) {
 	}
 
 	// One slow job finishes: job 2 dispatches, job 3 moves up to first.
-	obsAck(t, s, take.next(t))
+	obsAck(t, s, take.NextJob(t, obsWait).ID)
 	tr.until("job 2 dispatched", func() bool { return tr.count("dispatched", ids[2]) == 1 })
-	j := obsObj(t, s, "GET", "/jobs/"+ids[3], nil, http.StatusOK)
+	j := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/jobs/"+ids[3], nil), http.StatusOK)
 	if got := obsJSON(t, j["waiting"]); got != `{"budget":"team/w","cost":1,"position":1}` {
 		t.Fatalf("job 3 waiting %s after the ack", got)
 	}
-	st = obsObj(t, s, "GET", "/budgets/team%2Fw/state", nil, http.StatusOK)
+	st = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/team%2Fw/state", nil), http.StatusOK)
 	if obsNum(t, st, "parked") != 1 || obsJSON(t, st["head"]) != `{"cost":1,"id":"`+ids[3]+`","queue":"wq"}` {
 		t.Fatalf("state after the ack: %v", st)
 	}
@@ -146,13 +142,13 @@ func TestObserveStateTimeBased(t *testing.T) {
 	tr := obsOpenTrace(t, s, "budget=slow6")
 	obsBudget(t, s, "slow6", obsTB(6, 60000))
 	ids := obsEnqueue(t, s, "tq", "slow6", 8)
-	obsOpenTake(t, s, "tq", "worker-t", 10)
+	apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("tq", 10), Accept: apitest.AcceptNDJSON, WorkerID: "worker-t"})
 	tr.until("6 commits, 2 parked, a timer", func() bool {
 		return tr.count("commit", "") == 6 && tr.count("parked", "") == 2 && tr.count("timer_armed", "") > 0
 	})
 	drainStart := float64(tr.get("commit", ids[0], 0).Time)
 
-	st := obsObj(t, s, "GET", "/budgets/slow6/state", nil, http.StatusOK)
+	st := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/slow6/state", nil), http.StatusOK)
 	at := obsNum(t, st, "at")
 	if tok := obsNum(t, st, "tokens"); tok < 0 || tok > (at-drainStart)/10000+0.001 {
 		t.Fatalf("tokens %v: want what dripped in since %v (%v ms ago)", tok, drainStart, at-drainStart)
@@ -185,7 +181,7 @@ func TestObserveStateTimeBased(t *testing.T) {
 	})
 
 	for k, id := range ids[6:] {
-		j := obsObj(t, s, "GET", "/jobs/"+id, nil, http.StatusOK)
+		j := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/jobs/"+id, nil), http.StatusOK)
 		w, _ := j["waiting"].(map[string]any)
 		if w == nil || w["budget"] != "slow6" || obsNum(t, w, "position") != float64(k+1) || obsNum(t, w, "cost") != 1 {
 			t.Fatalf("job %d waiting %v", 6+k, j["waiting"])

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -28,7 +30,7 @@ func TestObserveTraceWhileInFlight(t *testing.T) {
 	tr := obsOpenTrace(t, s, "budget=wif5")
 	obsBudget(t, s, "wif5", obsWIF(5))
 	ids := obsEnqueue(t, s, "slow", "wif5", 8)
-	take := obsOpenTake(t, s, "slow", "worker-a", 10)
+	take := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("slow", 10), Accept: apitest.AcceptNDJSON, WorkerID: "worker-a"})
 
 	tr.until("5 dispatched, 3 parked", func() bool {
 		return tr.count("dispatched", "") == 5 && tr.count("commit", "") == 5 && tr.count("parked", "") == 3
@@ -72,7 +74,7 @@ func TestObserveTraceWhileInFlight(t *testing.T) {
 	// The slow jobs finish one at a time; each ack wakes the next in line.
 	var delivered []string
 	for len(delivered) < 5 {
-		delivered = append(delivered, take.next(t))
+		delivered = append(delivered, take.NextJob(t, obsWait).ID)
 	}
 	for k := 0; k < 3; k++ {
 		done, head := delivered[k], ids[5+k]
@@ -86,7 +88,7 @@ func TestObserveTraceWhileInFlight(t *testing.T) {
 		}
 		tr.inOrder(obsStep("acked", done, 0), obsStep("returned", done, 0), obsStep("woken", head, 0),
 			obsStep("ready", head, 1), obsStep("reserve_requested", head, 1), obsStep("reserve_granted", head, 0), obsStep("dispatched", head, 0))
-		delivered = append(delivered, take.next(t))
+		delivered = append(delivered, take.NextJob(t, obsWait).ID)
 	}
 	for _, id := range delivered[3:] {
 		obsAck(t, s, id)
@@ -108,7 +110,7 @@ func TestObserveTraceTimeBased(t *testing.T) {
 	tr := obsOpenTrace(t, s, "budget=tb6")
 	obsBudget(t, s, "tb6", obsTB(6, 3000))
 	ids := obsEnqueue(t, s, "paced", "tb6", 8)
-	take := obsOpenTake(t, s, "paced", "worker-b", 10)
+	take := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("paced", 10), Accept: apitest.AcceptNDJSON, WorkerID: "worker-b"})
 
 	tr.until("all 8 dispatched", func() bool { return tr.count("dispatched", "") == 8 && tr.count("commit", "") == 8 })
 	for i, id := range ids[:6] {
@@ -158,7 +160,7 @@ func TestObserveTraceTimeBased(t *testing.T) {
 		}
 	}
 	for range ids {
-		obsAck(t, s, take.next(t))
+		obsAck(t, s, take.NextJob(t, obsWait).ID)
 	}
 	tr.until("8 acks", func() bool { return tr.count("acked", "") == 8 })
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -52,11 +54,11 @@ func TestOpsLatencyHistograms(t *testing.T) {
 	// the server's times are whole milliseconds and its ready_at is set
 	// before the enqueue's answer, so the waits start from the answer and
 	// the answer from the delivery, with 10 ms for the rounding
-	coreEnqueueN(t, s.URL, "histq", 1)
+	apitest.EnqueueN(t, s.URL, "histq", 1)
 	enqueued := time.Now()
 	time.Sleep(time.Until(enqueued.Add(310 * time.Millisecond)))
-	tk := obsOpenTake(t, s, "histq", "w-hist", 1)
-	id := tk.next(t)
+	tk := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("histq", 1), Accept: apitest.AcceptNDJSON, WorkerID: "w-hist"})
+	id := tk.NextJob(t, obsWait).ID
 	taken := time.Now()
 	time.Sleep(time.Until(taken.Add(310 * time.Millisecond)))
 	obsAck(t, s, id)
@@ -119,8 +121,8 @@ func TestOpsGrafanaDashboardMetricsExist(t *testing.T) {
 	s := servertest.Start(t)
 	obsBudget(t, s, "dash-b", map[string]any{"allocation": 5, "strategy": map[string]any{"type": "time_based", "duration_ms": 60000}})
 	ids := obsEnqueue(t, s, "dashq", "dash-b", 1)
-	tk := obsOpenTake(t, s, "dashq", "w-dash", 1)
-	if got := tk.next(t); got != ids[0] {
+	tk := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("dashq", 1), Accept: apitest.AcceptNDJSON, WorkerID: "w-dash"})
+	if got := tk.NextJob(t, obsWait).ID; got != ids[0] {
 		t.Fatalf("took %s, want %s", got, ids[0])
 	}
 	obsAck(t, s, ids[0])

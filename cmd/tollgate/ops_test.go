@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -38,19 +40,12 @@ func TestOpsJSONEndsWithNewline(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
 	for _, path := range []string{"/health", "/version", "/budgets", "/jobs/nope", "/no-such-route"} {
-		_, b := obsDo(t, s, "GET", path, nil)
+		b := apitest.DoJSON(t, s.URL, "GET", path, nil).Body
 		if !bytes.HasSuffix(b, []byte("}\n")) || bytes.Count(b, []byte("\n")) != 1 {
 			t.Errorf("GET %s: body %q does not end with one newline", path, b)
 		}
 	}
-	req, _ := http.NewRequest("GET", s.URL+"/health", nil)
-	req.Header.Set("Accept", "application/msgpack")
-	resp, err := obsHTTP.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	b := apitest.Request(t, nil, s.URL, "GET", "/health", nil, map[string]string{"Accept": "application/msgpack"}).Body
 	if want := []byte("\x81\xa6status\xa2ok"); !bytes.Equal(b, want) {
 		t.Fatalf("msgpack /health = %q, want %q", b, want)
 	}
@@ -69,7 +64,7 @@ func TestOpsShutdownClosesSilentConnections(t *testing.T) {
 	defer conn.Close()
 	// a request on a later connection: the accept loop has taken the
 	// silent one (connections are accepted in order)
-	obsDo(t, s, "GET", "/health", nil)
+	apitest.DoJSON(t, s.URL, "GET", "/health", nil)
 	start := time.Now()
 	s.Stop()
 	if took := time.Since(start); took > 3*time.Second {
@@ -137,13 +132,12 @@ func TestOpsStartLogsAbsoluteRootDir(t *testing.T) {
 func TestOpsLogsTellWhatHappened(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
-	coreEnqueueN(t, s.URL, "opsq", 2)
-	tk := obsOpenTake(t, s, "opsq", "w-ops", 5)
-	id := tk.next(t)
-	tk.next(t)
+	apitest.EnqueueN(t, s.URL, "opsq", 2)
+	tk := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("opsq", 5), Accept: apitest.AcceptNDJSON, WorkerID: "w-ops"})
+	id := tk.NextJob(t, obsWait).ID
+	tk.NextJob(t, obsWait)
 	obsAck(t, s, id)
-	tk.cancel()
-	<-tk.done
+	tk.Close()
 
 	open := opsWaitLog(t, s, "worker connected: take stream opened", func(l opsLine) bool { return l.str("worker_id") == "w-ops" })
 	if open.str("queues") != "opsq" || open.num("prefetch") != 5 || open.str("level") != "INFO" {
@@ -154,11 +148,11 @@ func TestOpsLogsTellWhatHappened(t *testing.T) {
 		t.Errorf("stream closed line: %v", closed)
 	}
 
-	obsDo(t, s, "PUT", "/budgets/ops-b", map[string]any{"allocation": 5, "strategy": map[string]any{"type": "while_in_flight"}})
-	obsDo(t, s, "PUT", "/budgets/ops-b", map[string]any{"allocation": 6, "strategy": map[string]any{"type": "while_in_flight"}})
-	obsDo(t, s, "PATCH", "/budgets/ops-b", map[string]any{"allocation": 100, "strategy": map[string]any{"type": "time_based", "duration_ms": 60000}})
-	obsDo(t, s, "POST", "/budgets/ops-c", map[string]any{"allocation": 2, "strategy": map[string]any{"type": "time_based", "duration_ms": 1000, "burst": 4}})
-	obsDo(t, s, "DELETE", "/budgets/ops-c", nil)
+	apitest.DoJSON(t, s.URL, "PUT", "/budgets/ops-b", map[string]any{"allocation": 5, "strategy": map[string]any{"type": "while_in_flight"}})
+	apitest.DoJSON(t, s.URL, "PUT", "/budgets/ops-b", map[string]any{"allocation": 6, "strategy": map[string]any{"type": "while_in_flight"}})
+	apitest.DoJSON(t, s.URL, "PATCH", "/budgets/ops-b", map[string]any{"allocation": 100, "strategy": map[string]any{"type": "time_based", "duration_ms": 60000}})
+	apitest.DoJSON(t, s.URL, "POST", "/budgets/ops-c", map[string]any{"allocation": 2, "strategy": map[string]any{"type": "time_based", "duration_ms": 1000, "burst": 4}})
+	apitest.DoJSON(t, s.URL, "DELETE", "/budgets/ops-c", nil)
 	for _, c := range []struct{ msg, limit string }{
 		{"budget created", "5 in flight"},
 		{"budget replaced", "6 in flight"},
@@ -169,7 +163,7 @@ func TestOpsLogsTellWhatHappened(t *testing.T) {
 	}
 	opsWaitLog(t, s, "budget deleted", func(l opsLine) bool { return l.str("budget") == "ops-c" })
 
-	if st, _ := obsDo(t, s, "POST", "/reset", nil); st != http.StatusNoContent {
+	if st := apitest.DoJSON(t, s.URL, "POST", "/reset", nil).Status; st != http.StatusNoContent {
 		t.Fatalf("reset: %d", st)
 	}
 	opsWaitLog(t, s, "reset: every cron group, job and budget was deleted on request", func(l opsLine) bool { return l.str("level") == "WARN" })
@@ -185,7 +179,7 @@ func TestOpsLogsTellWhatHappened(t *testing.T) {
 func TestOpsAccessLog(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, "--access-log")
-	obsDo(t, s, "GET", "/jobs/missing?x=1", nil)
+	apitest.DoJSON(t, s.URL, "GET", "/jobs/missing?x=1", nil)
 	l := opsWaitLog(t, s, "request", func(l opsLine) bool { return l.str("path") == "/jobs/missing?x=1" })
 	if l.str("method") != "GET" || l.num("status") != 404 || l.num("bytes") == 0 || l.str("component") != "access" {
 		t.Fatalf("access line: %v", l)
@@ -267,12 +261,11 @@ func TestOpsTraceOverMutualTLS(t *testing.T) {
 func TestOpsRecoveryLogged(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
-	coreEnqueueN(t, s.URL, "recq", 1)
-	tk := obsOpenTake(t, s, "recq", "w-rec", 1)
-	tk.next(t)
+	apitest.EnqueueN(t, s.URL, "recq", 1)
+	tk := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("recq", 1), Accept: apitest.AcceptNDJSON, WorkerID: "w-rec"})
+	tk.NextJob(t, obsWait)
 	s.Kill()
-	tk.cancel()
-	<-tk.done
+	tk.Close()
 	s.Restart()
 	l := opsWaitLog(t, s, "recovery: jobs that were in flight when the server stopped are ready again", nil)
 	if l.num("jobs") != 1 || l.str("level") != "INFO" {

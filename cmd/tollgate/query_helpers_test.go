@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,15 +19,15 @@ type queryPages struct {
 }
 
 type queryJobsPage struct {
-	Jobs  []coreJob  `json:"jobs"`
-	Pages queryPages `json:"pages"`
+	Jobs  []apitest.Job `json:"jobs"`
+	Pages queryPages    `json:"pages"`
 }
 
 // queryList GETs a /jobs link and requires 200.
 func queryList(t testing.TB, base, link string) queryJobsPage {
 	t.Helper()
-	r := coreDoJSON(t, base, http.MethodGet, link, nil)
-	coreRequireStatus(t, r, http.StatusOK)
+	r := apitest.DoJSON(t, base, http.MethodGet, link, nil)
+	apitest.RequireStatus(t, r, http.StatusOK)
 	var p queryJobsPage
 	r.Decode(t, &p)
 	raw := r.Map(t)
@@ -43,14 +45,14 @@ func queryIDs(t testing.TB, base, query string) []string {
 	t.Helper()
 	p := queryList(t, base, "/jobs?limit=2000&"+query)
 	require.Nil(t, p.Pages.Next)
-	return coreIDs(p.Jobs)
+	return apitest.IDs(p.Jobs)
 }
 
 // queryCount is GET /jobs/count.
 func queryCount(t testing.TB, base, query string) uint64 {
 	t.Helper()
-	r := coreDoJSON(t, base, http.MethodGet, "/jobs/count?"+query, nil)
-	coreRequireStatus(t, r, http.StatusOK)
+	r := apitest.DoJSON(t, base, http.MethodGet, "/jobs/count?"+query, nil)
+	apitest.RequireStatus(t, r, http.StatusOK)
 	var body struct {
 		Count uint64 `json:"count"`
 	}
@@ -61,12 +63,12 @@ func queryCount(t testing.TB, base, query string) uint64 {
 
 // queryTakeFail takes the next job of queue (which must be id) on a fresh
 // stream and fails it with body; it returns the failure response.
-func queryTakeFail(t testing.TB, base, queue, id string, body map[string]any) coreResp {
+func queryTakeFail(t testing.TB, base, queue, id string, body map[string]any) apitest.Response {
 	t.Helper()
-	s := coreOpenTake(t, base, coreTakeOpts{Query: "queue=" + queue})
+	s := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=" + queue})
 	j := s.NextJob(t, 10*time.Second)
 	require.Equal(t, id, j.ID)
-	r := coreFail(t, base, id, body)
+	r := apitest.Fail(t, base, id, body)
 	s.Close()
 	return r
 }

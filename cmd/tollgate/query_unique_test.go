@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
@@ -29,7 +31,7 @@ func uqTotal(t testing.TB, base string) uint64 {
 
 // uqRequireDupView checks a duplicate enqueue result: the holder, without
 // payload, duplicate:true.
-func uqRequireDupView(t testing.TB, j coreJob, holder, holderStatus string) {
+func uqRequireDupView(t testing.TB, j apitest.Job, holder, holderStatus string) {
 	t.Helper()
 	require.Equal(t, holder, j.ID, "duplicate must return the holder")
 	require.NotNil(t, j.Duplicate)
@@ -43,18 +45,18 @@ func uqRequireDupView(t testing.TB, j coreJob, holder, holderStatus string) {
 // uqProbe enqueues key with scope while on queue; when holder is not "" it
 // must be a 200 duplicate of holder that writes nothing, else a 201 new job
 // (returned).
-func uqProbe(t testing.TB, base, queue, key, while, holder, holderStatus string) coreJob {
+func uqProbe(t testing.TB, base, queue, key, while, holder, holderStatus string) apitest.Job {
 	t.Helper()
 	before := uqTotal(t, base)
-	r := coreDoJSON(t, base, http.MethodPost, "/jobs", uqEnqBody(queue, key, while))
+	r := apitest.DoJSON(t, base, http.MethodPost, "/jobs", uqEnqBody(queue, key, while))
 	j := r.Job(t)
 	if holder != "" {
-		coreRequireStatus(t, r, http.StatusOK)
+		apitest.RequireStatus(t, r, http.StatusOK)
 		uqRequireDupView(t, j, holder, holderStatus)
 		require.Equal(t, before, uqTotal(t, base), "a duplicate must write nothing")
 		return j
 	}
-	coreRequireStatus(t, r, http.StatusCreated)
+	apitest.RequireStatus(t, r, http.StatusCreated)
 	require.NotNil(t, j.Duplicate)
 	require.False(t, *j.Duplicate)
 	require.Equal(t, before+1, uqTotal(t, base))
@@ -85,10 +87,10 @@ var uqStates = []string{"scheduled", "ready", "in_flight", "completed", "dead", 
 // pair, each with its own key "<prefix>-<state>-<holder scope>-<new scope>",
 // and drives it into that state. It returns key -> holder id and the open
 // stream holding the in-flight holders.
-func uqSetup(t *testing.T, base, prefix string) (map[string]string, *coreStream) {
+func uqSetup(t *testing.T, base, prefix string) (map[string]string, *apitest.Stream) {
 	t.Helper()
 	holders := make(map[string]string)
-	var inflight *coreStream
+	var inflight *apitest.Stream
 	for _, state := range uqStates {
 		queue := prefix + "-" + state
 		var bodies []map[string]any
@@ -98,13 +100,13 @@ func uqSetup(t *testing.T, base, prefix string) (map[string]string, *coreStream)
 				key := fmt.Sprintf("%s-%s-%s-%s", prefix, state, hs, ns)
 				b := uqEnqBody(queue, key, hs)
 				if state == "scheduled" {
-					b["ready_at"] = coreNowMS() + 3_600_000
+					b["ready_at"] = apitest.NowMS() + 3_600_000
 				}
 				bodies = append(bodies, b)
 				keys = append(keys, key)
 			}
 		}
-		jobs := coreBulk(t, base, bodies)
+		jobs := apitest.Bulk(t, base, bodies)
 		byID := make(map[string]bool)
 		for i, j := range jobs {
 			require.False(t, *j.Duplicate)
@@ -113,15 +115,15 @@ func uqSetup(t *testing.T, base, prefix string) (map[string]string, *coreStream)
 		}
 		switch state {
 		case "in_flight", "completed", "dead":
-			s := coreOpenTake(t, base, coreTakeOpts{Query: "prefetch=0&queue=" + queue})
+			s := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "prefetch=0&queue=" + queue})
 			taken := s.Jobs(t, len(jobs), 10*time.Second)
 			for _, j := range taken {
 				require.True(t, byID[j.ID])
 				switch state {
 				case "completed":
-					coreAck(t, base, j.ID)
+					apitest.Ack(t, base, j.ID)
 				case "dead":
-					coreRequireStatus(t, coreFail(t, base, j.ID, map[string]any{"message": "boom", "kill": true}), http.StatusOK)
+					apitest.RequireStatus(t, apitest.Fail(t, base, j.ID, map[string]any{"message": "boom", "kill": true}), http.StatusOK)
 				}
 			}
 			if state == "in_flight" {
@@ -131,12 +133,12 @@ func uqSetup(t *testing.T, base, prefix string) (map[string]string, *coreStream)
 			}
 		case "deleted":
 			for _, j := range jobs {
-				coreRequireNoContent(t, coreRequest(t, nil, base, http.MethodDelete, "/jobs/"+j.ID, nil, nil))
+				apitest.RequireNoContent(t, apitest.Request(t, nil, base, http.MethodDelete, "/jobs/"+j.ID, nil, nil))
 			}
 		}
 		if state != "deleted" {
 			for _, j := range jobs {
-				coreWaitStatus(t, base, j.ID, state)
+				apitest.WaitStatus(t, base, j.ID, state)
 			}
 		}
 	}
@@ -209,53 +211,53 @@ func TestQueryUniqueQueuedFailure(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
 	base := s.URL
-	retry := map[string]any{"message": "boom", "retry_at": coreNowMS() + 3_600_000}
+	retry := map[string]any{"message": "boom", "retry_at": apitest.NowMS() + 3_600_000}
 
 	// Re-claim of a free key on failure.
-	a := coreEnqueue(t, base, uqEnqBody("uf1", "f1", "queued"))
+	a := apitest.Enqueue(t, base, uqEnqBody("uf1", "f1", "queued"))
 	uqProbe(t, base, "uf-p", "f1", "queued", a.ID, "ready")
-	st := coreOpenTake(t, base, coreTakeOpts{Query: "queue=uf1"})
+	st := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=uf1"})
 	require.Equal(t, a.ID, st.NextJob(t, 10*time.Second).ID)
-	coreRequireStatus(t, coreFail(t, base, a.ID, retry), http.StatusOK)
+	apitest.RequireStatus(t, apitest.Fail(t, base, a.ID, retry), http.StatusOK)
 	st.Close()
-	coreWaitStatus(t, base, a.ID, "scheduled")
+	apitest.WaitStatus(t, base, a.ID, "scheduled")
 	uqProbe(t, base, "uf-p", "f1", "queued", a.ID, "scheduled")
 	uqProbe(t, base, "uf-p", "f1", "exists", a.ID, "scheduled")
 
 	// Released at dispatch: an in-flight queued holder does not hold the key,
 	// so even an exists-scope enqueue is new; the failing job does not steal
 	// the key back.
-	a2 := coreEnqueue(t, base, uqEnqBody("uf2", "f2", "queued"))
-	st = coreOpenTake(t, base, coreTakeOpts{Query: "queue=uf2"})
+	a2 := apitest.Enqueue(t, base, uqEnqBody("uf2", "f2", "queued"))
+	st = apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=uf2"})
 	require.Equal(t, a2.ID, st.NextJob(t, 10*time.Second).ID)
 	b := uqProbe(t, base, "uf-p", "f2", "exists", "", "")
-	coreRequireStatus(t, coreFail(t, base, a2.ID, retry), http.StatusOK)
+	apitest.RequireStatus(t, apitest.Fail(t, base, a2.ID, retry), http.StatusOK)
 	st.Close()
-	coreWaitStatus(t, base, a2.ID, "scheduled")
+	apitest.WaitStatus(t, base, a2.ID, "scheduled")
 	uqProbe(t, base, "uf-p", "f2", "queued", b.ID, "ready")
 
 	// Only the holder releases: deleting the non-holder a2 keeps b's key.
-	coreRequireNoContent(t, coreRequest(t, nil, base, http.MethodDelete, "/jobs/"+a2.ID, nil, nil))
+	apitest.RequireNoContent(t, apitest.Request(t, nil, base, http.MethodDelete, "/jobs/"+a2.ID, nil, nil))
 	uqProbe(t, base, "uf-p", "f2", "queued", b.ID, "ready")
 	// Deleting the holder frees it.
-	coreRequireNoContent(t, coreRequest(t, nil, base, http.MethodDelete, "/jobs/"+b.ID, nil, nil))
+	apitest.RequireNoContent(t, apitest.Request(t, nil, base, http.MethodDelete, "/jobs/"+b.ID, nil, nil))
 	uqProbe(t, base, "uf-p", "f2", "queued", "", "")
 
 	// Failure that kills: queued scope stays released (dead holds nothing).
-	a3 := coreEnqueue(t, base, uqEnqBody("uf3", "f3", "queued"))
-	st = coreOpenTake(t, base, coreTakeOpts{Query: "queue=uf3"})
+	a3 := apitest.Enqueue(t, base, uqEnqBody("uf3", "f3", "queued"))
+	st = apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=uf3"})
 	require.Equal(t, a3.ID, st.NextJob(t, 10*time.Second).ID)
-	coreRequireStatus(t, coreFail(t, base, a3.ID, map[string]any{"message": "x", "kill": true}), http.StatusOK)
+	apitest.RequireStatus(t, apitest.Fail(t, base, a3.ID, map[string]any{"message": "x", "kill": true}), http.StatusOK)
 	st.Close()
 	uqProbe(t, base, "uf-p", "f3", "exists", "", "")
 
 	// Active scope is not released at dispatch nor re-claimed by somebody
 	// else's failure: an active in-flight job failing keeps its key.
-	a4 := coreEnqueue(t, base, uqEnqBody("uf4", "f4", "active"))
-	st = coreOpenTake(t, base, coreTakeOpts{Query: "queue=uf4"})
+	a4 := apitest.Enqueue(t, base, uqEnqBody("uf4", "f4", "active"))
+	st = apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=uf4"})
 	require.Equal(t, a4.ID, st.NextJob(t, 10*time.Second).ID)
 	uqProbe(t, base, "uf-p", "f4", "active", a4.ID, "in_flight")
-	coreRequireStatus(t, coreFail(t, base, a4.ID, retry), http.StatusOK)
+	apitest.RequireStatus(t, apitest.Fail(t, base, a4.ID, retry), http.StatusOK)
 	st.Close()
 	uqProbe(t, base, "uf-p", "f4", "queued", a4.ID, "scheduled")
 }
@@ -267,24 +269,24 @@ func TestQueryUniqueQueuedDisconnect(t *testing.T) {
 	s := servertest.Start(t)
 	base := s.URL
 
-	a := coreEnqueue(t, base, uqEnqBody("ud1", "d1", "queued"))
-	st := coreOpenTake(t, base, coreTakeOpts{Query: "queue=ud1"})
+	a := apitest.Enqueue(t, base, uqEnqBody("ud1", "d1", "queued"))
+	st := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=ud1"})
 	require.Equal(t, a.ID, st.NextJob(t, 10*time.Second).ID)
 	st.Close()
-	coreWaitStatus(t, base, a.ID, "ready")
+	apitest.WaitStatus(t, base, a.ID, "ready")
 	uqProbe(t, base, "ud-p", "d1", "queued", a.ID, "ready")
 
-	a2 := coreEnqueue(t, base, uqEnqBody("ud2", "d2", "queued"))
-	st = coreOpenTake(t, base, coreTakeOpts{Query: "queue=ud2"})
+	a2 := apitest.Enqueue(t, base, uqEnqBody("ud2", "d2", "queued"))
+	st = apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=ud2"})
 	require.Equal(t, a2.ID, st.NextJob(t, 10*time.Second).ID)
 	b := uqProbe(t, base, "ud-p", "d2", "queued", "", "")
 	st.Close()
-	coreWaitStatus(t, base, a2.ID, "ready")
+	apitest.WaitStatus(t, base, a2.ID, "ready")
 	uqProbe(t, base, "ud-p", "d2", "exists", b.ID, "ready")
 	// a2 completing does not release b's key.
-	st = coreOpenTake(t, base, coreTakeOpts{Query: "queue=ud2"})
+	st = apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=ud2"})
 	require.Equal(t, a2.ID, st.NextJob(t, 10*time.Second).ID)
-	coreAck(t, base, a2.ID)
+	apitest.Ack(t, base, a2.ID)
 	st.Close()
 	uqProbe(t, base, "ud-p", "d2", "queued", b.ID, "ready")
 }
@@ -299,11 +301,11 @@ func TestQueryUniqueQueuedRestart(t *testing.T) {
 			t.Parallel()
 			s := servertest.Start(t)
 			base := s.URL
-			a := coreEnqueue(t, base, uqEnqBody("ur1", "r1", "queued"))
-			a2 := coreEnqueue(t, base, uqEnqBody("ur2", "r2", "queued"))
-			st := coreOpenTake(t, base, coreTakeOpts{Query: "prefetch=0&queue=ur1,ur2"})
-			got := coreSorted(coreIDs(st.Jobs(t, 2, 10*time.Second)))
-			require.Equal(t, coreSorted([]string{a.ID, a2.ID}), got)
+			a := apitest.Enqueue(t, base, uqEnqBody("ur1", "r1", "queued"))
+			a2 := apitest.Enqueue(t, base, uqEnqBody("ur2", "r2", "queued"))
+			st := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "prefetch=0&queue=ur1,ur2"})
+			got := apitest.Sorted(apitest.IDs(st.Jobs(t, 2, 10*time.Second)))
+			require.Equal(t, apitest.Sorted([]string{a.ID, a2.ID}), got)
 			b := uqProbe(t, base, "ur-p", "r2", "queued", "", "")
 			if crash {
 				s.Kill()
@@ -313,8 +315,8 @@ func TestQueryUniqueQueuedRestart(t *testing.T) {
 			}
 			s.Restart()
 			base = s.URL
-			coreWaitStatus(t, base, a.ID, "ready")
-			coreWaitStatus(t, base, a2.ID, "ready")
+			apitest.WaitStatus(t, base, a.ID, "ready")
+			apitest.WaitStatus(t, base, a2.ID, "ready")
 			uqProbe(t, base, "ur-p", "r1", "queued", a.ID, "ready")
 			uqProbe(t, base, "ur-p", "r2", "queued", b.ID, "ready")
 			require.EqualValues(t, 3, uqTotal(t, base))
@@ -330,15 +332,15 @@ func TestQueryUniqueBulk(t *testing.T) {
 	s := servertest.Start(t)
 	base := s.URL
 
-	r := coreDoJSON(t, base, http.MethodPost, "/jobs/bulk", map[string]any{"jobs": []map[string]any{
+	r := apitest.DoJSON(t, base, http.MethodPost, "/jobs/bulk", map[string]any{"jobs": []map[string]any{
 		uqEnqBody("ub", "k1", "queued"),
 		uqEnqBody("ub-dup1", "k1", "active"),
 		uqEnqBody("ub", "k2", "exists"),
 		uqEnqBody("ub-dup2", "k1", "exists"),
-		coreSimpleJob("ub", 1),
+		apitest.SimpleJob("ub", 1),
 	}})
-	coreRequireStatus(t, r, http.StatusCreated)
-	jobs := coreBulkJobs(t, r)
+	apitest.RequireStatus(t, r, http.StatusCreated)
+	jobs := apitest.BulkJobs(t, r)
 	require.Len(t, jobs, 5)
 	require.False(t, *jobs[0].Duplicate)
 	uqRequireDupView(t, jobs[1], jobs[0].ID, "ready")
@@ -348,29 +350,29 @@ func TestQueryUniqueBulk(t *testing.T) {
 	require.EqualValues(t, 3, uqTotal(t, base))
 
 	// Only duplicates: 200.
-	r = coreDoJSON(t, base, http.MethodPost, "/jobs/bulk", map[string]any{"jobs": []map[string]any{
+	r = apitest.DoJSON(t, base, http.MethodPost, "/jobs/bulk", map[string]any{"jobs": []map[string]any{
 		uqEnqBody("ub-dup3", "k2", "queued"),
 		uqEnqBody("ub-dup3", "k1", "queued"),
 	}})
-	coreRequireStatus(t, r, http.StatusOK)
-	d := coreBulkJobs(t, r)
+	apitest.RequireStatus(t, r, http.StatusOK)
+	d := apitest.BulkJobs(t, r)
 	uqRequireDupView(t, d[0], jobs[2].ID, "ready")
 	uqRequireDupView(t, d[1], jobs[0].ID, "ready")
 
 	// A new key then its duplicate, plus a duplicate of an existing holder.
-	r = coreDoJSON(t, base, http.MethodPost, "/jobs/bulk", map[string]any{"jobs": []map[string]any{
+	r = apitest.DoJSON(t, base, http.MethodPost, "/jobs/bulk", map[string]any{"jobs": []map[string]any{
 		uqEnqBody("ub-dup4", "k1", "exists"),
 		uqEnqBody("ub", "k3", "active"),
 		uqEnqBody("ub-dup4", "k3", "queued"),
 	}})
-	coreRequireStatus(t, r, http.StatusCreated)
-	d = coreBulkJobs(t, r)
+	apitest.RequireStatus(t, r, http.StatusCreated)
+	d = apitest.BulkJobs(t, r)
 	uqRequireDupView(t, d[0], jobs[0].ID, "ready")
 	require.False(t, *d[1].Duplicate)
 	uqRequireDupView(t, d[2], d[1].ID, "ready")
 	require.EqualValues(t, 4, uqTotal(t, base))
 
-	for _, q := range coreQueues(t, base) {
+	for _, q := range apitest.Queues(t, base) {
 		require.NotContains(t, q, "dup", "a duplicate created queue %q", q)
 	}
 	s.Restart()
@@ -388,18 +390,18 @@ func TestQueryUniqueExistsTakeoverRestart(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, "--default-completed-job-retention", "1h")
 	base := s.URL
-	run := func(key string) (a, b coreJob) {
-		a = coreEnqueue(t, base, uqEnqBody("ux-"+key, key, "exists"))
-		st := coreOpenTake(t, base, coreTakeOpts{Query: "queue=ux-" + key})
+	run := func(key string) (a, b apitest.Job) {
+		a = apitest.Enqueue(t, base, uqEnqBody("ux-"+key, key, "exists"))
+		st := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=ux-" + key})
 		require.Equal(t, a.ID, st.NextJob(t, 10*time.Second).ID)
-		coreAck(t, base, a.ID)
+		apitest.Ack(t, base, a.ID)
 		st.Close()
 		uqProbe(t, base, "ux-p", key, "exists", a.ID, "completed")
-		b = coreEnqueue(t, base, uqEnqBody("ux-"+key, key, "queued"))
+		b = apitest.Enqueue(t, base, uqEnqBody("ux-"+key, key, "queued"))
 		uqProbe(t, base, "ux-p", key, "exists", b.ID, "ready")
-		st = coreOpenTake(t, base, coreTakeOpts{Query: "queue=ux-" + key})
+		st = apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=ux-" + key})
 		require.Equal(t, b.ID, st.NextJob(t, 10*time.Second).ID)
-		coreAck(t, base, b.ID)
+		apitest.Ack(t, base, b.ID)
 		st.Close()
 		return a, b
 	}

@@ -117,7 +117,7 @@ func newLogger(cfg *serveConfig, stdout io.Writer) (*slog.Logger, io.Closer, err
 	case "json":
 		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
 	case "pretty":
-		h = tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})
+		h = tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})
 	default:
 		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
@@ -21,13 +23,13 @@ func TestUIReadEndpoints(t *testing.T) {
 	base := s.URL
 	uiAPI(t, base, http.MethodPut, "/budgets/one-slot", map[string]any{"allocation": 1, "strategy": map[string]any{"type": "while_in_flight"}}, nil, http.StatusOK)
 	prios := []int{500, 100, 500, 100}
-	var jobs []coreJob
+	var jobs []apitest.Job
 	for i, p := range prios {
-		jobs = append(jobs, coreEnqueue(t, base, map[string]any{"type": "t", "queue": "line", "priority": p, "payload": map[string]any{"i": i},
+		jobs = append(jobs, apitest.Enqueue(t, base, map[string]any{"type": "t", "queue": "line", "priority": p, "payload": map[string]any{"i": i},
 			"budgets": []map[string]any{{"key": "one-slot", "cost": 1}}}))
 	}
-	coreEnqueueN(t, base, "plain", 2)
-	w := coreOpenTake(t, base, coreTakeOpts{Query: "queue=line&prefetch=10", WorkerID: "w"})
+	apitest.EnqueueN(t, base, "plain", 2)
+	w := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=line&prefetch=10", WorkerID: "w"})
 	defer w.Close()
 	first := w.NextJob(t, uiWait)
 	// the first job dispatched is the first in (priority, id) order
@@ -46,11 +48,11 @@ func TestUIReadEndpoints(t *testing.T) {
 		} `json:"jobs" msgpack:"jobs"`
 	}
 	deadline := time.Now().Add(uiWait)
-	for _, f := range coreFormats {
+	for _, f := range apitest.Formats {
 		var l parkedLine
 		for {
-			r := coreCall(t, base, f, http.MethodGet, "/budgets/one-slot/parked", nil)
-			coreRequireStatus(t, r, http.StatusOK)
+			r := apitest.Call(t, base, f, http.MethodGet, "/budgets/one-slot/parked", nil)
+			apitest.RequireStatus(t, r, http.StatusOK)
 			r.Decode(t, &l)
 			if l.Total == 3 || time.Now().After(deadline) {
 				break
@@ -68,17 +70,17 @@ func TestUIReadEndpoints(t *testing.T) {
 		require.Equal(t, want, ids, "%s: (priority, id) order", f)
 		require.Equal(t, 100, l.Jobs[0].Priority)
 
-		r := coreCall(t, base, f, http.MethodGet, "/budgets/one-slot/parked?limit=2", nil)
-		coreRequireStatus(t, r, http.StatusOK)
+		r := apitest.Call(t, base, f, http.MethodGet, "/budgets/one-slot/parked?limit=2", nil)
+		apitest.RequireStatus(t, r, http.StatusOK)
 		r.Decode(t, &l)
 		require.Equal(t, 3, l.Total)
 		require.Len(t, l.Jobs, 2)
 		require.Equal(t, want[0], l.Jobs[0].ID)
 	}
-	coreRequireError(t, coreDoJSON(t, base, http.MethodGet, "/budgets/nope/parked", nil), http.StatusNotFound, "budget 'nope' not found")
-	coreRequireError(t, coreDoJSON(t, base, http.MethodGet, "/budgets/one-slot/parked?limit=0", nil), http.StatusBadRequest,
+	apitest.RequireError(t, apitest.DoJSON(t, base, http.MethodGet, "/budgets/nope/parked", nil), http.StatusNotFound, "budget 'nope' not found")
+	apitest.RequireError(t, apitest.DoJSON(t, base, http.MethodGet, "/budgets/one-slot/parked?limit=0", nil), http.StatusBadRequest,
 		`invalid query parameters: limit: expected an integer from 1 to 2000, got "0"`)
-	coreRequireError(t, coreDoJSON(t, base, http.MethodGet, "/budgets/one-slot/parked?from=x", nil), http.StatusBadRequest,
+	apitest.RequireError(t, apitest.DoJSON(t, base, http.MethodGet, "/budgets/one-slot/parked?from=x", nil), http.StatusBadRequest,
 		"invalid query parameters: unknown field `from`, expected `limit`")
 
 	type stats struct {
@@ -103,10 +105,10 @@ func TestUIReadEndpoints(t *testing.T) {
 		} `json:"budgets" msgpack:"budgets"`
 		Streams int `json:"streams" msgpack:"streams"`
 	}
-	for _, f := range coreFormats {
+	for _, f := range apitest.Formats {
 		var st stats
-		r := coreCall(t, base, f, http.MethodGet, "/stats", nil)
-		coreRequireStatus(t, r, http.StatusOK)
+		r := apitest.Call(t, base, f, http.MethodGet, "/stats", nil)
+		apitest.RequireStatus(t, r, http.StatusOK)
 		r.Decode(t, &st)
 		require.InDelta(t, float64(time.Now().UnixMilli()), float64(st.At), 60e3)
 		require.Equal(t, 1, st.Streams)
@@ -125,29 +127,29 @@ func TestUIReadEndpoints(t *testing.T) {
 	}
 
 	// include picks the sections; a section asked for is there even empty
-	m := coreDoJSON(t, base, http.MethodGet, "/stats?include=budgets", nil).Map(t)
+	m := apitest.DoJSON(t, base, http.MethodGet, "/stats?include=budgets", nil).Map(t)
 	require.ElementsMatch(t, []string{"at", "budgets"}, uiKeys(m))
-	m = coreDoJSON(t, base, http.MethodGet, "/stats?include=queues", nil).Map(t)
+	m = apitest.DoJSON(t, base, http.MethodGet, "/stats?include=queues", nil).Map(t)
 	require.ElementsMatch(t, []string{"at", "queues", "streams"}, uiKeys(m))
-	coreRequireError(t, coreDoJSON(t, base, http.MethodGet, "/stats?include=jobs", nil), http.StatusBadRequest,
+	apitest.RequireError(t, apitest.DoJSON(t, base, http.MethodGet, "/stats?include=jobs", nil), http.StatusBadRequest,
 		`invalid query parameters: include: expected `+"`queues` or `budgets`"+`, got "jobs"`)
-	coreRequireError(t, coreDoJSON(t, base, http.MethodGet, "/stats?queue=a", nil), http.StatusBadRequest,
+	apitest.RequireError(t, apitest.DoJSON(t, base, http.MethodGet, "/stats?queue=a", nil), http.StatusBadRequest,
 		"invalid query parameters: unknown field `queue`, expected `include`")
 	empty := servertest.Start(t)
-	m = coreDoJSON(t, empty.URL, http.MethodGet, "/stats", nil).Map(t)
+	m = apitest.DoJSON(t, empty.URL, http.MethodGet, "/stats", nil).Map(t)
 	require.Equal(t, []any{}, m["queues"])
 	require.Equal(t, []any{}, m["budgets"])
 	require.Equal(t, json.Number("0"), m["streams"])
 
 	// the dashboard's files
-	r := coreRequest(t, nil, base, http.MethodGet, "/ui", nil, nil)
+	r := apitest.Request(t, nil, base, http.MethodGet, "/ui", nil, nil)
 	require.Equal(t, http.StatusOK, r.Status, "the redirect to /ui/ is followed")
 	require.Contains(t, string(r.Body), "<title>tollgate</title>")
-	r = coreRequest(t, nil, base, http.MethodGet, "/ui/app.js", nil, nil)
+	r = apitest.Request(t, nil, base, http.MethodGet, "/ui/app.js", nil, nil)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.True(t, strings.HasPrefix(r.Header.Get("Content-Type"), "text/javascript"), r.Header.Get("Content-Type"))
 	require.Equal(t, "no-cache", r.Header.Get("Cache-Control"))
-	coreRequireError(t, coreDoJSON(t, base, http.MethodGet, "/ui/missing.js", nil), http.StatusNotFound, "not found")
+	apitest.RequireError(t, apitest.DoJSON(t, base, http.MethodGet, "/ui/missing.js", nil), http.StatusNotFound, "not found")
 }
 
 func uiKeys(m map[string]any) []string {

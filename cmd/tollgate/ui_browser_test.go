@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -195,7 +197,7 @@ func (tab *uiTab) screenshot(name string) {
 // uiAPI calls the server's API in JSON and decodes the answer into out.
 func uiAPI(t *testing.T, base, method, path string, body, out any, want int) {
 	t.Helper()
-	r := coreDoJSON(t, base, method, path, body)
+	r := apitest.DoJSON(t, base, method, path, body)
 	require.Equal(t, want, r.Status, "%s %s: %s", method, path, r.Body)
 	if out != nil {
 		require.NoError(t, json.Unmarshal(r.Body, out))
@@ -216,7 +218,7 @@ type uiState struct {
 // says, follows changes made through the API, and its actions work.
 func TestUIBrowser(t *testing.T) {
 	started := time.Now()
-	s := servertest.Start(t, coreHeartbeatFlag, coreHeartbeat)
+	s := servertest.Start(t, apitest.HeartbeatFlag, apitest.Heartbeat)
 	t.Logf("server (built and) started in %s", time.Since(started).Round(time.Millisecond))
 	b := uiStartBrowser(t, s.URL)
 	base := s.URL
@@ -225,13 +227,11 @@ func TestUIBrowser(t *testing.T) {
 	// go, 3 park (the head waits ~5 minutes for its token, longer than the test).
 	uiAPI(t, base, http.MethodPut, "/budgets/image-api", map[string]any{"allocation": 2, "strategy": map[string]any{"type": "time_based", "duration_ms": 600000}}, nil, http.StatusOK)
 	uiAPI(t, base, http.MethodPut, "/budgets/db-slots", map[string]any{"allocation": 4, "strategy": map[string]any{"type": "while_in_flight"}}, nil, http.StatusOK)
-	var parkedJobs []coreJob
 	for i := range 5 {
-		j := coreEnqueue(t, base, map[string]any{"type": "resize", "queue": "images", "payload": map[string]any{"n": i},
+		apitest.Enqueue(t, base, map[string]any{"type": "resize", "queue": "images", "payload": map[string]any{"n": i},
 			"budgets": []map[string]any{{"key": "image-api"}}})
-		parkedJobs = append(parkedJobs, j)
 	}
-	worker := coreOpenTake(t, base, coreTakeOpts{Query: "queue=images&prefetch=10", WorkerID: "resizer-1"})
+	worker := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=images&prefetch=10", WorkerID: "resizer-1"})
 	defer worker.Close()
 	worker.Jobs(t, 2, uiWait)
 	waitState := func(key string, cond func(uiState) bool) uiState {
@@ -264,12 +264,12 @@ func TestUIBrowser(t *testing.T) {
 		tab.wait(`Number(document.querySelector('tr[data-budget="db-slots"] .bar').dataset.level) === 1`, "db-slots bar full")
 
 		// a change through the API shows: a 6th job parks, db-slots lends a token
-		coreEnqueue(t, base, map[string]any{"type": "resize", "queue": "images", "payload": map[string]any{"n": 5},
+		apitest.Enqueue(t, base, map[string]any{"type": "resize", "queue": "images", "payload": map[string]any{"n": 5},
 			"budgets": []map[string]any{{"key": "image-api"}}})
 		tab.wait(cellIs(row+`td[data-col="parked"]`, "4"), "4 parked after one more enqueue")
-		coreEnqueue(t, base, map[string]any{"type": "query", "queue": "reports", "payload": map[string]any{},
+		apitest.Enqueue(t, base, map[string]any{"type": "query", "queue": "reports", "payload": map[string]any{},
 			"budgets": []map[string]any{{"key": "db-slots"}}})
-		report := coreOpenTake(t, base, coreTakeOpts{Query: "queue=reports&prefetch=1", WorkerID: "reporter"})
+		report := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=reports&prefetch=1", WorkerID: "reporter"})
 		defer report.Close()
 		report.NextJob(t, uiWait)
 		tab.wait(cellIs(`tr[data-budget="db-slots"] td[data-col="tokens"]`, "3"), "db-slots at 3 with one job in flight")
@@ -297,7 +297,7 @@ func TestUIBrowser(t *testing.T) {
 			"the parked line in the API's order")
 
 		// the trace tail follows the budget live, one line per step as the CLI prints it
-		j := coreEnqueue(t, base, map[string]any{"type": "resize", "queue": "images", "payload": map[string]any{"n": 6},
+		j := apitest.Enqueue(t, base, map[string]any{"type": "resize", "queue": "images", "payload": map[string]any{"n": 6},
 			"budgets": []map[string]any{{"key": "image-api"}}})
 		tab.wait(fmt.Sprintf(`[...document.querySelectorAll("#trace .ev")].some((e) => e.dataset.kind === "parked" && e.innerText.includes(%q))`, "job="+j.ID),
 			"a parked line for the new job in the trace")
@@ -322,18 +322,18 @@ func TestUIBrowser(t *testing.T) {
 
 	// the rest needs a budget that keeps jobs parked: one token per 10 minutes, spent
 	uiAPI(t, base, http.MethodPut, "/budgets/partner-api", map[string]any{"allocation": 1, "strategy": map[string]any{"type": "time_based", "duration_ms": 600000}}, nil, http.StatusOK)
-	var partner []coreJob
+	var partner []apitest.Job
 	for i := range 3 {
-		partner = append(partner, coreEnqueue(t, base, map[string]any{"type": "sync", "queue": "partners", "payload": map[string]any{"account": i},
+		partner = append(partner, apitest.Enqueue(t, base, map[string]any{"type": "sync", "queue": "partners", "payload": map[string]any{"account": i},
 			"budgets": []map[string]any{{"key": "partner-api"}}}))
 	}
-	partnerWorker := coreOpenTake(t, base, coreTakeOpts{Query: "queue=partners&prefetch=5", WorkerID: "sync-1"})
+	partnerWorker := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=partners&prefetch=5", WorkerID: "sync-1"})
 	defer partnerWorker.Close()
 	partnerWorker.NextJob(t, uiWait)
 	waitState("partner-api", func(st uiState) bool { return st.Parked == 2 })
 
 	t.Run("jobs", func(t *testing.T) {
-		emails := coreEnqueueN(t, base, "emails", 5)
+		emails := apitest.EnqueueN(t, base, "emails", 5)
 		tab := b.open(t, "/jobs?queue=emails&limit=2", nil)
 		tab.wait(cellIs("#job-count", "(5 matching)"), "the count of the API")
 		tab.wait(fmt.Sprintf(`document.querySelectorAll("#jobs tbody tr").length === 2 && document.querySelector("#jobs tbody tr").dataset.job === %q`, emails[0].ID), "the first page")
@@ -384,21 +384,21 @@ func TestUIBrowser(t *testing.T) {
 		tab.screenshot("job-parked")
 
 		// the page follows the job: taken, it is in flight and no longer parked
-		j := coreEnqueue(t, base, coreSimpleJob("followed", map[string]any{"x": 1}))
+		j := apitest.Enqueue(t, base, apitest.SimpleJob("followed", map[string]any{"x": 1}))
 		tab.visit("/job/" + j.ID)
 		tab.wait(cellIs("#job-status", "ready"), "ready")
-		w := coreOpenTake(t, base, coreTakeOpts{Query: "queue=followed&prefetch=1", WorkerID: "w"})
+		w := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=followed&prefetch=1", WorkerID: "w"})
 		defer w.Close()
 		w.NextJob(t, uiWait)
 		tab.wait(cellIs("#job-status", "in_flight"), "in flight once taken")
 
 		// a dead job: its failure shows, and a copy can be enqueued
-		dead := coreEnqueue(t, base, map[string]any{"type": "charge", "queue": "billing", "payload": map[string]any{"order": 42}, "retry_limit": 0,
+		dead := apitest.Enqueue(t, base, map[string]any{"type": "charge", "queue": "billing", "payload": map[string]any{"order": 42}, "retry_limit": 0,
 			"budgets": []map[string]any{{"key": "db-slots", "cost": 2}}})
-		bw := coreOpenTake(t, base, coreTakeOpts{Query: "queue=billing&prefetch=1", WorkerID: "biller"})
+		bw := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=billing&prefetch=1", WorkerID: "biller"})
 		bw.NextJob(t, uiWait)
-		r := coreFail(t, base, dead.ID, map[string]any{"message": "card declined", "error_type": "PaymentError"})
-		coreRequireStatus(t, r, http.StatusOK)
+		r := apitest.Fail(t, base, dead.ID, map[string]any{"message": "card declined", "error_type": "PaymentError"})
+		apitest.RequireStatus(t, r, http.StatusOK)
 		bw.Close()
 		tab.visit("/job/" + dead.ID)
 		tab.wait(cellIs("#job-status", "dead"), "dead")
@@ -426,7 +426,7 @@ func TestUIBrowser(t *testing.T) {
 
 	t.Run("batches", func(t *testing.T) {
 		payload := map[string]any{"device_ids": []string{"a1", "b2", "c3"}}
-		j := coreEnqueue(t, base, map[string]any{"type": "push", "queue": "push", "payload": payload,
+		j := apitest.Enqueue(t, base, map[string]any{"type": "push", "queue": "push", "payload": payload,
 			"batch": map[string]any{"key": "push:apple", "when": "true", "fold": "$existing | .device_ids += ($new | .device_ids)"}})
 		tab := b.open(t, "/batches", nil)
 		raw, err := json.Marshal(payload)
@@ -488,17 +488,17 @@ func TestUIBrowser(t *testing.T) {
 		// enqueues, dispatches and acks show as counts and as rates (the
 		// row carries each rate's peak over its chart, which a one-second
 		// rate cannot miss)
-		jobs := coreEnqueueN(t, base, "thumbnails", 30)
+		jobs := apitest.EnqueueN(t, base, "thumbnails", 30)
 		row := `tr[data-queue="thumbnails"] `
 		tab.wait(cellIs(row+`td[data-col="ready"]`, "30"), "30 ready thumbnails")
 		tab.wait(`Number(document.querySelector('tr[data-queue="thumbnails"]').dataset.peakEnqueue) > 0`, "an enqueue rate")
-		w := coreOpenTake(t, base, coreTakeOpts{Query: "queue=thumbnails&prefetch=100", WorkerID: "thumbs"})
+		w := apitest.OpenTake(t, base, apitest.TakeOpts{Query: "queue=thumbnails&prefetch=100", WorkerID: "thumbs"})
 		defer w.Close()
 		got := w.Jobs(t, 30, uiWait)
 		tab.wait(cellIs(row+`td[data-col="in_flight"]`, "30"), "30 in flight")
 		tab.wait(`Number(document.querySelector('tr[data-queue="thumbnails"]').dataset.peakDispatch) > 0`, "a dispatch rate")
 		for _, j := range got[:20] {
-			coreAck(t, base, j.ID)
+			apitest.Ack(t, base, j.ID)
 		}
 		tab.wait(cellIs(row+`td[data-col="in_flight"]`, "10"), "10 in flight after 20 acks")
 		tab.wait(`Number(document.querySelector('tr[data-queue="thumbnails"]').dataset.peakAck) > 0`, "an ack rate")

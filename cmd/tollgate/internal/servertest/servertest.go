@@ -8,7 +8,6 @@ package servertest
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -292,11 +291,4 @@ func (s *Server) Restart() {
 		s.Stop()
 	}
 	s.start()
-}
-
-// Context returns a context that ends with the test or after d.
-func Context(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

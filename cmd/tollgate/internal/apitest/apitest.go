@@ -1,21 +1,25 @@
-package main
-
-// Client helpers for the core black-box tests (core_*_test.go). They speak
-// plain HTTP to a tollgate process started by servertest: JSON and msgpack
-// request/response helpers, a typed view of the job object, and readers for
-// the three take-stream formats (NDJSON, length-prefixed msgpack, SSE).
+// Package apitest is the one HTTP client of cmd/tollgate's black-box tests.
+// It speaks plain HTTP to a tollgate process started by servertest: JSON and
+// msgpack requests (Request, Call, DoJSON, DoMsgpack) and checks of their
+// responses (RequireStatus, RequireError, Object, ...), a typed view of the
+// job object, job endpoint shortcuts, and readers for the three take-stream
+// formats (NDJSON, length-prefixed msgpack, SSE). The per-area helper files
+// of the tests build domain shortcuts on it; none has a client of its own,
+// except the fault load's, which runs outside the test goroutine and
+// reports errors instead of failing the test.
+package apitest
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -25,41 +29,43 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tollgate/tollgate/protocol/prototest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 const (
-	coreCTJSON    = "application/json"
-	coreCTMsgpack = "application/msgpack"
+	CTJSON    = "application/json"
+	CTMsgpack = "application/msgpack"
 
-	coreAcceptNDJSON  = "application/x-ndjson"
-	coreAcceptMsgpack = "application/vnd.zizq.msgpack-stream"
-	coreAcceptSSE     = "text/event-stream"
+	AcceptNDJSON  = "application/x-ndjson"
+	AcceptMsgpack = "application/vnd.zizq.msgpack-stream"
+	AcceptSSE     = "text/event-stream"
 
-	// coreHeartbeatFlag makes take-stream heartbeats fast enough to observe
+	// HeartbeatFlag makes take-stream heartbeats fast enough to observe
 	// and keeps idle streams visibly alive in "no job arrives" assertions.
-	coreHeartbeatFlag = "--heartbeat-interval"
-	coreHeartbeat     = "100ms"
+	HeartbeatFlag = "--heartbeat-interval"
+	Heartbeat     = "100ms"
 )
 
-// coreFormat is a request/response body format for non-streaming endpoints.
-type coreFormat string
+// Format is a request/response body format for non-streaming endpoints.
+type Format string
 
 const (
-	coreJSON    coreFormat = "json"
-	coreMsgpack coreFormat = "msgpack"
+	JSON    Format = "json"
+	Msgpack Format = "msgpack"
 )
 
-var coreFormats = []coreFormat{coreJSON, coreMsgpack}
+var Formats = []Format{JSON, Msgpack}
 
-// coreHTTP is the HTTP/1.1 client used for every non-streaming request.
-var coreHTTP = &http.Client{Transport: &http.Transport{
+// HTTP is the HTTP/1.1 client used for every non-streaming request.
+var HTTP = &http.Client{Transport: &http.Transport{
 	MaxIdleConnsPerHost: 32,
 	DisableCompression:  true,
 }}
 
-// coreResp is a fully read response.
-type coreResp struct {
+// Response is a fully read response.
+type Response struct {
+	Method, Path     string // of the request
 	Status           int
 	Header           http.Header
 	Body             []byte
@@ -68,9 +74,9 @@ type coreResp struct {
 	TransferEncoding []string
 }
 
-// coreRequest sends one request with the given raw body and headers
+// Request sends one request with the given raw body and headers
 // (a nil body sends no body) and reads the whole response.
-func coreRequest(t testing.TB, client *http.Client, base, method, path string, body []byte, hdr map[string]string) coreResp {
+func Request(t testing.TB, client *http.Client, base, method, path string, body []byte, hdr map[string]string) Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -84,26 +90,30 @@ func coreRequest(t testing.TB, client *http.Client, base, method, path string, b
 		req.Header.Set(k, v)
 	}
 	if client == nil {
-		client = coreHTTP
+		client = HTTP
 	}
 	resp, err := client.Do(req)
 	require.NoError(t, err, "%s %s", method, path)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err, "reading body of %s %s", method, path)
-	return coreResp{
-		Status: resp.StatusCode, Header: resp.Header, Body: b, Proto: resp.Proto,
+	return Response{
+		Method: method, Path: path, Status: resp.StatusCode, Header: resp.Header, Body: b, Proto: resp.Proto,
 		ContentLength: resp.ContentLength, TransferEncoding: resp.TransferEncoding,
 	}
 }
 
-// coreEncode encodes v in the given format. A []byte is sent verbatim.
-func coreEncode(t testing.TB, f coreFormat, v any) []byte {
+// Encode encodes v in the given format. A []byte or a string is sent
+// verbatim.
+func Encode(t testing.TB, f Format, v any) []byte {
 	t.Helper()
-	if b, ok := v.([]byte); ok {
+	switch b := v.(type) {
+	case []byte:
 		return b
+	case string:
+		return []byte(b)
 	}
-	if f == coreMsgpack {
+	if f == Msgpack {
 		b, err := msgpack.Marshal(v)
 		require.NoError(t, err)
 		return b
@@ -113,39 +123,39 @@ func coreEncode(t testing.TB, f coreFormat, v any) []byte {
 	return b
 }
 
-// coreCall sends body (nil = no body) encoded in format f, with Accept and
+// Call sends body (nil = no body) encoded in format f, with Accept and
 // Content-Type set to f, and returns the response.
-func coreCall(t testing.TB, base string, f coreFormat, method, path string, body any) coreResp {
+func Call(t testing.TB, base string, f Format, method, path string, body any) Response {
 	t.Helper()
-	ct := coreCTJSON
-	if f == coreMsgpack {
-		ct = coreCTMsgpack
+	ct := CTJSON
+	if f == Msgpack {
+		ct = CTMsgpack
 	}
 	hdr := map[string]string{"Accept": ct}
 	var raw []byte
 	if body != nil {
-		raw = coreEncode(t, f, body)
+		raw = Encode(t, f, body)
 		hdr["Content-Type"] = ct
 	}
-	return coreRequest(t, nil, base, method, path, raw, hdr)
+	return Request(t, nil, base, method, path, raw, hdr)
 }
 
-// coreDoJSON is coreCall in JSON.
-func coreDoJSON(t testing.TB, base, method, path string, body any) coreResp {
+// DoJSON is Call in JSON.
+func DoJSON(t testing.TB, base, method, path string, body any) Response {
 	t.Helper()
-	return coreCall(t, base, coreJSON, method, path, body)
+	return Call(t, base, JSON, method, path, body)
 }
 
-// coreDoMsgpack is coreCall in msgpack.
-func coreDoMsgpack(t testing.TB, base, method, path string, body any) coreResp {
+// DoMsgpack is Call in msgpack.
+func DoMsgpack(t testing.TB, base, method, path string, body any) Response {
 	t.Helper()
-	return coreCall(t, base, coreMsgpack, method, path, body)
+	return Call(t, base, Msgpack, method, path, body)
 }
 
-// coreDecodeBytes decodes b as JSON (numbers as json.Number) or msgpack.
-func coreDecodeBytes(t testing.TB, f coreFormat, b []byte, v any) {
+// DecodeBytes decodes b as JSON (numbers as json.Number) or msgpack.
+func DecodeBytes(t testing.TB, f Format, b []byte, v any) {
 	t.Helper()
-	if f == coreMsgpack {
+	if f == Msgpack {
 		require.NoError(t, msgpack.Unmarshal(b, v), "msgpack body %x", b)
 		return
 	}
@@ -158,13 +168,13 @@ func coreDecodeBytes(t testing.TB, f coreFormat, b []byte, v any) {
 
 // Format returns the body format from the exact response Content-Type
 // (§1.2: exactly application/json or application/msgpack).
-func (r coreResp) Format(t testing.TB) coreFormat {
+func (r Response) Format(t testing.TB) Format {
 	t.Helper()
 	switch ct := r.Header.Get("Content-Type"); ct {
-	case coreCTJSON:
-		return coreJSON
-	case coreCTMsgpack:
-		return coreMsgpack
+	case CTJSON:
+		return JSON
+	case CTMsgpack:
+		return Msgpack
 	default:
 		require.Failf(t, "unexpected Content-Type", "%q (status %d, body %q)", ct, r.Status, r.Body)
 		return ""
@@ -172,13 +182,13 @@ func (r coreResp) Format(t testing.TB) coreFormat {
 }
 
 // Decode decodes the body according to the response Content-Type.
-func (r coreResp) Decode(t testing.TB, v any) {
+func (r Response) Decode(t testing.TB, v any) {
 	t.Helper()
-	coreDecodeBytes(t, r.Format(t), r.Body, v)
+	DecodeBytes(t, r.Format(t), r.Body, v)
 }
 
 // Map decodes the body into a generic map.
-func (r coreResp) Map(t testing.TB) map[string]any {
+func (r Response) Map(t testing.TB) map[string]any {
 	t.Helper()
 	m := map[string]any{}
 	r.Decode(t, &m)
@@ -186,110 +196,156 @@ func (r coreResp) Map(t testing.TB) map[string]any {
 }
 
 // Job decodes the body as a job object.
-func (r coreResp) Job(t testing.TB) coreJob {
+func (r Response) Job(t testing.TB) Job {
 	t.Helper()
-	return coreJobFrom(t, r.Format(t), r.Body)
+	return JobFrom(t, r.Format(t), r.Body)
 }
 
 // String is for failure messages.
-func (r coreResp) String() string {
-	return fmt.Sprintf("status %d, Content-Type %q, body %q", r.Status, r.Header.Get("Content-Type"), r.Body)
+func (r Response) String() string {
+	return fmt.Sprintf("%s %s -> status %d, Content-Type %q, body %q", r.Method, r.Path, r.Status, r.Header.Get("Content-Type"), r.Body)
 }
 
-// coreRequireStatus fails unless the status matches.
-func coreRequireStatus(t testing.TB, r coreResp, want int) {
+// RequireStatus fails unless the status matches.
+func RequireStatus(t testing.TB, r Response, want int) {
 	t.Helper()
 	require.Equal(t, want, r.Status, "unexpected status: %s", r)
 }
 
-// coreRequireError checks status, format and the exact §1.5 error body
+// RequireError checks status, format and the exact §1.5 error body
 // {"error": text}.
-func coreRequireError(t testing.TB, r coreResp, status int, text string) {
+func RequireError(t testing.TB, r Response, status int, text string) {
 	t.Helper()
-	coreRequireStatus(t, r, status)
+	RequireStatus(t, r, status)
 	m := r.Map(t)
 	require.Equal(t, map[string]any{"error": text}, m, "error body: %s", r)
 }
 
-// coreRequireErrorPrefix checks status and that the body is exactly one
-// `error` field whose text starts with prefix.
-func coreRequireErrorPrefix(t testing.TB, r coreResp, status int, prefix string) {
+// RequireErrorPrefix checks status and that the body is exactly one
+// `error` field whose text starts with prefix and goes on; it returns the
+// text.
+func RequireErrorPrefix(t testing.TB, r Response, status int, prefix string) string {
 	t.Helper()
-	coreRequireStatus(t, r, status)
+	RequireStatus(t, r, status)
 	m := r.Map(t)
 	require.Len(t, m, 1, "error body must have exactly one field: %s", r)
 	msg, ok := m["error"].(string)
 	require.True(t, ok, "error field missing or not a string: %s", r)
 	require.True(t, strings.HasPrefix(msg, prefix), "error %q does not start with %q", msg, prefix)
 	require.Greater(t, len(msg), len(prefix), "error %q has no detail after %q", msg, prefix)
+	return msg
 }
 
-// coreRequireServerHeader checks `Server: tollgate/<version>` (§1.1).
-func coreRequireServerHeader(t testing.TB, h http.Header) {
+// Generic decodes a JSON or msgpack body (chosen by its exact
+// Content-Type, which must be one of the two) into a generic value whose
+// numbers are json.Number, so both formats compare the same way.
+func Generic(t testing.TB, r Response) any {
+	t.Helper()
+	data := r.Body
+	if r.Format(t) == Msgpack {
+		var v any
+		if err := msgpack.Unmarshal(r.Body, &v); err != nil {
+			t.Fatalf("%v: invalid msgpack response: %v", r, err)
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%v: msgpack response not representable as JSON (maps must have string keys): %v", r, err)
+		}
+		data = j
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("%v: invalid JSON response: %v", r, err)
+	}
+	return v
+}
+
+// Object checks the status and decodes an object body as Generic does.
+func Object(t testing.TB, r Response, status int) map[string]any {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("%v: status %d, want %d", r, r.Status, status)
+	}
+	m, ok := Generic(t, r).(map[string]any)
+	if !ok {
+		t.Fatalf("%v: body is not an object", r)
+	}
+	return m
+}
+
+// RequireServerHeader checks `Server: tollgate/<version>` (§1.1).
+func RequireServerHeader(t testing.TB, h http.Header) {
 	t.Helper()
 	v := h.Get("Server")
 	require.True(t, strings.HasPrefix(v, "tollgate/") && len(v) > len("tollgate/"),
 		"Server header %q does not match tollgate/<version>", v)
 }
 
-// coreRequireNoContent checks a 204 with no body and no body framing.
-func coreRequireNoContent(t testing.TB, r coreResp) {
+// RequireNoContent checks a 204 with no body and no body framing.
+func RequireNoContent(t testing.TB, r Response) {
 	t.Helper()
-	coreRequireStatus(t, r, http.StatusNoContent)
+	RequireStatus(t, r, http.StatusNoContent)
 	require.Empty(t, r.Body, "204 must have no body")
 	require.Empty(t, r.TransferEncoding, "204 must have no Transfer-Encoding")
 	require.Empty(t, r.Header.Get("Content-Length"), "204 must have no Content-Length header")
-	coreRequireServerHeader(t, r.Header)
+	RequireServerHeader(t, r.Header)
 }
 
 // ---------------------------------------------------------------------------
 // The job object (§2.6).
 
-type coreBackoff struct {
+// Backoff is a job's backoff object.
+type Backoff struct {
 	Exponent float64 `json:"exponent" msgpack:"exponent"`
 	BaseMS   uint32  `json:"base_ms" msgpack:"base_ms"`
 	JitterMS uint32  `json:"jitter_ms" msgpack:"jitter_ms"`
 }
 
-type coreRetention struct {
+// Retention is a job's retention object.
+type Retention struct {
 	CompletedMS *uint64 `json:"completed_ms" msgpack:"completed_ms"`
 	DeadMS      *uint64 `json:"dead_ms" msgpack:"dead_ms"`
 }
 
-type coreJob struct {
-	ID          string         `json:"id" msgpack:"id"`
-	Type        string         `json:"type" msgpack:"type"`
-	Queue       string         `json:"queue" msgpack:"queue"`
-	Priority    uint16         `json:"priority" msgpack:"priority"`
-	Status      string         `json:"status" msgpack:"status"`
-	Payload     any            `json:"payload" msgpack:"payload"`
-	ReadyAt     uint64         `json:"ready_at" msgpack:"ready_at"`
-	Attempts    uint32         `json:"attempts" msgpack:"attempts"`
-	RetryLimit  *uint32        `json:"retry_limit" msgpack:"retry_limit"`
-	Backoff     *coreBackoff   `json:"backoff" msgpack:"backoff"`
-	Retention   *coreRetention `json:"retention" msgpack:"retention"`
-	DequeuedAt  *uint64        `json:"dequeued_at" msgpack:"dequeued_at"`
-	FailedAt    *uint64        `json:"failed_at" msgpack:"failed_at"`
-	CompletedAt *uint64        `json:"completed_at" msgpack:"completed_at"`
-	PurgeAt     *uint64        `json:"purge_at" msgpack:"purge_at"`
-	Duplicate   *bool          `json:"duplicate" msgpack:"duplicate"`
-	Folded      *bool          `json:"folded" msgpack:"folded"`
+// Job is the job object as a client reads it.
+type Job struct {
+	ID          string     `json:"id" msgpack:"id"`
+	Type        string     `json:"type" msgpack:"type"`
+	Queue       string     `json:"queue" msgpack:"queue"`
+	Priority    uint16     `json:"priority" msgpack:"priority"`
+	Status      string     `json:"status" msgpack:"status"`
+	Payload     any        `json:"payload" msgpack:"payload"`
+	ReadyAt     uint64     `json:"ready_at" msgpack:"ready_at"`
+	Attempts    uint32     `json:"attempts" msgpack:"attempts"`
+	RetryLimit  *uint32    `json:"retry_limit" msgpack:"retry_limit"`
+	Backoff     *Backoff   `json:"backoff" msgpack:"backoff"`
+	Retention   *Retention `json:"retention" msgpack:"retention"`
+	DequeuedAt  *uint64    `json:"dequeued_at" msgpack:"dequeued_at"`
+	FailedAt    *uint64    `json:"failed_at" msgpack:"failed_at"`
+	CompletedAt *uint64    `json:"completed_at" msgpack:"completed_at"`
+	PurgeAt     *uint64    `json:"purge_at" msgpack:"purge_at"`
+	Duplicate   *bool      `json:"duplicate" msgpack:"duplicate"`
+	Folded      *bool      `json:"folded" msgpack:"folded"`
 
 	// Raw is the same object decoded generically, to check which keys are present.
 	Raw map[string]any `json:"-" msgpack:"-"`
 }
 
 // Has reports whether the key was present in the wire object.
-func (j coreJob) Has(key string) bool {
+func (j Job) Has(key string) bool {
 	_, ok := j.Raw[key]
 	return ok
 }
 
-func coreJobFrom(t testing.TB, f coreFormat, b []byte) coreJob {
+// JobFrom decodes b in format f as a job object and checks its required
+// fields and that no field is sent as null.
+func JobFrom(t testing.TB, f Format, b []byte) Job {
 	t.Helper()
-	var j coreJob
-	coreDecodeBytes(t, f, b, &j)
-	coreDecodeBytes(t, f, b, &j.Raw)
+	var j Job
+	DecodeBytes(t, f, b, &j)
+	DecodeBytes(t, f, b, &j.Raw)
 	for k, v := range j.Raw {
 		if k != "payload" {
 			require.NotNil(t, v, "field %q sent as null (optional fields are omitted, §2.6): %q", k, b)
@@ -298,19 +354,20 @@ func coreJobFrom(t testing.TB, f coreFormat, b []byte) coreJob {
 	for _, k := range []string{"id", "type", "queue", "priority", "status", "ready_at", "attempts"} {
 		require.True(t, j.Has(k), "job object lacks required field %q: %q", k, b)
 	}
-	coreRequireJobID(t, j.ID)
+	RequireJobID(t, j.ID)
 	return j
 }
 
-var coreIDRe = regexp.MustCompile(`^[0-9a-z]{25}$`)
+var idRe = regexp.MustCompile(`^[0-9a-z]{25}$`)
 
-// coreRequireJobID checks the SCRU128 text form (§2.1).
-func coreRequireJobID(t testing.TB, id string) {
+// RequireJobID checks the SCRU128 text form (§2.1).
+func RequireJobID(t testing.TB, id string) {
 	t.Helper()
-	require.Regexp(t, coreIDRe, id, "job id must be 25 chars of [0-9a-z]")
+	require.Regexp(t, idRe, id, "job id must be 25 chars of [0-9a-z]")
 }
 
-func coreU64(p *uint64) uint64 {
+// U64 is *p, or 0 for nil.
+func U64(p *uint64) uint64 {
 	if p == nil {
 		return 0
 	}
@@ -320,91 +377,91 @@ func coreU64(p *uint64) uint64 {
 // ---------------------------------------------------------------------------
 // Job endpoint shortcuts (JSON).
 
-// coreEnqueue posts one job and requires 201.
-func coreEnqueue(t testing.TB, base string, body map[string]any) coreJob {
+// Enqueue posts one job and requires 201.
+func Enqueue(t testing.TB, base string, body map[string]any) Job {
 	t.Helper()
-	r := coreDoJSON(t, base, http.MethodPost, "/jobs", body)
-	coreRequireStatus(t, r, http.StatusCreated)
+	r := DoJSON(t, base, http.MethodPost, "/jobs", body)
+	RequireStatus(t, r, http.StatusCreated)
 	return r.Job(t)
 }
 
-// coreSimpleJob is a minimal enqueue body.
-func coreSimpleJob(queue string, payload any) map[string]any {
+// SimpleJob is a minimal enqueue body.
+func SimpleJob(queue string, payload any) map[string]any {
 	return map[string]any{"type": "test", "queue": queue, "payload": payload}
 }
 
-// coreEnqueueN bulk-enqueues n simple jobs (payload {"n": i}) on queue and requires 201.
-func coreEnqueueN(t testing.TB, base, queue string, n int) []coreJob {
+// EnqueueN bulk-enqueues n simple jobs (payload {"n": i}) on queue and requires 201.
+func EnqueueN(t testing.TB, base, queue string, n int) []Job {
 	t.Helper()
 	jobs := make([]map[string]any, n)
 	for i := range jobs {
-		jobs[i] = coreSimpleJob(queue, map[string]any{"n": i})
+		jobs[i] = SimpleJob(queue, map[string]any{"n": i})
 	}
-	return coreBulk(t, base, jobs)
+	return Bulk(t, base, jobs)
 }
 
-// coreBulk posts /jobs/bulk and requires 201.
-func coreBulk(t testing.TB, base string, jobs []map[string]any) []coreJob {
+// Bulk posts /jobs/bulk and requires 201.
+func Bulk(t testing.TB, base string, jobs []map[string]any) []Job {
 	t.Helper()
-	r := coreDoJSON(t, base, http.MethodPost, "/jobs/bulk", map[string]any{"jobs": jobs})
-	coreRequireStatus(t, r, http.StatusCreated)
-	return coreBulkJobs(t, r)
+	r := DoJSON(t, base, http.MethodPost, "/jobs/bulk", map[string]any{"jobs": jobs})
+	RequireStatus(t, r, http.StatusCreated)
+	return BulkJobs(t, r)
 }
 
-// coreBulkJobs decodes a {"jobs":[...]} body.
-func coreBulkJobs(t testing.TB, r coreResp) []coreJob {
+// BulkJobs decodes a {"jobs":[...]} body.
+func BulkJobs(t testing.TB, r Response) []Job {
 	t.Helper()
 	f := r.Format(t)
 	var raw map[string]any
-	coreDecodeBytes(t, f, r.Body, &raw)
+	DecodeBytes(t, f, r.Body, &raw)
 	require.Len(t, raw, 1, "bulk response must be exactly {\"jobs\":[...]}: %s", r)
 	list, ok := raw["jobs"].([]any)
 	require.True(t, ok, "bulk response jobs is not a list: %s", r)
-	out := make([]coreJob, len(list))
+	out := make([]Job, len(list))
 	for i, item := range list {
-		out[i] = coreJobFrom(t, f, coreEncode(t, f, item))
+		out[i] = JobFrom(t, f, Encode(t, f, item))
 	}
 	return out
 }
 
-// coreGet fetches GET /jobs/{id}: the job and true on 200, false on 404.
-func coreGet(t testing.TB, base, id string) (coreJob, bool) {
+// Get fetches GET /jobs/{id}: the job and true on 200, false on 404.
+func Get(t testing.TB, base, id string) (Job, bool) {
 	t.Helper()
-	r := coreDoJSON(t, base, http.MethodGet, "/jobs/"+id, nil)
+	r := DoJSON(t, base, http.MethodGet, "/jobs/"+id, nil)
 	if r.Status == http.StatusNotFound {
-		coreRequireError(t, r, http.StatusNotFound, "job not found")
-		return coreJob{}, false
+		RequireError(t, r, http.StatusNotFound, "job not found")
+		return Job{}, false
 	}
-	coreRequireStatus(t, r, http.StatusOK)
+	RequireStatus(t, r, http.StatusOK)
 	return r.Job(t), true
 }
 
-// coreMustGet fetches a job that must exist.
-func coreMustGet(t testing.TB, base, id string) coreJob {
+// MustGet fetches a job that must exist.
+func MustGet(t testing.TB, base, id string) Job {
 	t.Helper()
-	j, ok := coreGet(t, base, id)
+	j, ok := Get(t, base, id)
 	require.True(t, ok, "job %s not found", id)
 	return j
 }
 
-// coreAck acks one job and requires 204.
-func coreAck(t testing.TB, base, id string) {
+// Ack acks one job and requires 204.
+func Ack(t testing.TB, base, id string) {
 	t.Helper()
-	r := coreRequest(t, nil, base, http.MethodPost, "/jobs/"+id+"/success", nil, nil)
-	coreRequireNoContent(t, r)
+	r := Request(t, nil, base, http.MethodPost, "/jobs/"+id+"/success", nil, nil)
+	RequireNoContent(t, r)
 }
 
-// coreFail reports a failure (JSON) and returns the response.
-func coreFail(t testing.TB, base, id string, body map[string]any) coreResp {
+// Fail reports a failure (JSON) and returns the response.
+func Fail(t testing.TB, base, id string, body map[string]any) Response {
 	t.Helper()
-	return coreDoJSON(t, base, http.MethodPost, "/jobs/"+id+"/failure", body)
+	return DoJSON(t, base, http.MethodPost, "/jobs/"+id+"/failure", body)
 }
 
-// coreQueues returns GET /queues.
-func coreQueues(t testing.TB, base string) []string {
+// Queues returns GET /queues.
+func Queues(t testing.TB, base string) []string {
 	t.Helper()
-	r := coreDoJSON(t, base, http.MethodGet, "/queues", nil)
-	coreRequireStatus(t, r, http.StatusOK)
+	r := DoJSON(t, base, http.MethodGet, "/queues", nil)
+	RequireStatus(t, r, http.StatusOK)
 	var body struct {
 		Queues []string `json:"queues"`
 	}
@@ -412,14 +469,14 @@ func coreQueues(t testing.TB, base string) []string {
 	return body.Queues
 }
 
-// coreWaitStatus polls GET /jobs/{id} until the job has the given status
+// WaitStatus polls GET /jobs/{id} until the job has the given status
 // (bounded: 10 s, 10 ms apart) and returns it.
-func coreWaitStatus(t testing.TB, base, id, status string) coreJob {
+func WaitStatus(t testing.TB, base, id, status string) Job {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	var last coreJob
+	var last Job
 	for i := 0; i < 1000 && time.Now().Before(deadline); i++ {
-		j, ok := coreGet(t, base, id)
+		j, ok := Get(t, base, id)
 		if ok && j.Status == status {
 			return j
 		}
@@ -430,18 +487,18 @@ func coreWaitStatus(t testing.TB, base, id, status string) coreJob {
 	return last
 }
 
-// coreNowMS is the local wall clock in ms (same machine as the server).
-func coreNowMS() uint64 { return uint64(time.Now().UnixMilli()) }
+// NowMS is the local wall clock in ms (same machine as the server).
+func NowMS() uint64 { return uint64(time.Now().UnixMilli()) }
 
-// coreWaitUntilMS blocks until the local clock has reached ms (bounded to 60 s).
-func coreWaitUntilMS(t testing.TB, ms uint64) {
+// WaitUntilMS blocks until the local clock has reached ms (bounded to 60 s).
+func WaitUntilMS(t testing.TB, ms uint64) {
 	t.Helper()
-	now := coreNowMS()
+	now := NowMS()
 	require.Less(t, int64(ms)-int64(now), int64(60_000), "refusing to wait more than 60 s")
 	if ms > now {
 		time.Sleep(time.Duration(ms-now) * time.Millisecond)
 	}
-	for coreNowMS() < ms {
+	for NowMS() < ms {
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -449,10 +506,10 @@ func coreWaitUntilMS(t testing.TB, ms uint64) {
 // ---------------------------------------------------------------------------
 // Payload canonical form, for comparing payloads across formats (§1.3).
 
-// coreCanon maps a decoded JSON (json.Number) or msgpack value to a
+// Canon maps a decoded JSON (json.Number) or msgpack value to a
 // canonical form: maps with string keys, lists, strings, bools, nil, and
 // numbers as "i:<decimal>" or "f:<shortest float>".
-func coreCanon(t testing.TB, v any) any {
+func Canon(t testing.TB, v any) any {
 	t.Helper()
 	switch x := v.(type) {
 	case nil, bool, string:
@@ -463,11 +520,11 @@ func coreCanon(t testing.TB, v any) any {
 		}
 		f, err := x.Float64()
 		require.NoError(t, err)
-		return coreCanonFloat(f)
+		return canonFloat(f)
 	case float64:
-		return coreCanonFloat(x)
+		return canonFloat(x)
 	case float32:
-		return coreCanonFloat(float64(x))
+		return canonFloat(float64(x))
 	case int8, int16, int32, int64, int:
 		return "i:" + fmt.Sprint(x)
 	case uint8, uint16, uint32, uint64, uint:
@@ -475,13 +532,13 @@ func coreCanon(t testing.TB, v any) any {
 	case []any:
 		out := make([]any, len(x))
 		for i := range x {
-			out[i] = coreCanon(t, x[i])
+			out[i] = Canon(t, x[i])
 		}
 		return out
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, val := range x {
-			out[k] = coreCanon(t, val)
+			out[k] = Canon(t, val)
 		}
 		return out
 	default:
@@ -490,7 +547,7 @@ func coreCanon(t testing.TB, v any) any {
 	}
 }
 
-func coreCanonFloat(f float64) any {
+func canonFloat(f float64) any {
 	if f == float64(int64(f)) && f >= -1e15 && f <= 1e15 {
 		return "i:" + strconv.FormatInt(int64(f), 10)
 	}
@@ -500,65 +557,70 @@ func coreCanonFloat(f float64) any {
 // ---------------------------------------------------------------------------
 // Take streams (§1.4, §3.4).
 
-// coreFrame is one message read from a take stream.
-type coreFrame struct {
-	Job       *coreJob
+// Frame is one message read from a take stream.
+type Frame struct {
+	Job       *Job
 	Heartbeat bool
 	Raw       []byte // the frame bytes (job JSON/msgpack, or the heartbeat text)
 	At        time.Time
 	Err       error // set on the last frame when the stream ended
 }
 
-// coreStream is an open GET /jobs/take.
-type coreStream struct {
+// Stream is an open GET /jobs/take.
+type Stream struct {
 	t      testing.TB
 	Resp   *http.Response
 	Opened time.Time // just before the request was sent
 	cancel context.CancelFunc
-	frames chan coreFrame
+	frames chan Frame
 	stop   chan struct{}
 	once   sync.Once
 	done   chan struct{}
 	ended  bool
 }
 
-// coreTakeOpts configures coreOpenTake.
-type coreTakeOpts struct {
+// TakeOpts configures OpenTake.
+type TakeOpts struct {
 	Query    string // e.g. "queue=a&prefetch=2" (without '?')
 	Accept   string // "" = no Accept header
 	Client   *http.Client
 	WorkerID string
 }
 
-// coreOpenTake opens a take stream, requires 200 and the expected stream
+// TakeQuery is the query string of a take stream on queue with prefetch.
+func TakeQuery(queue string, prefetch int) string {
+	return fmt.Sprintf("queue=%s&prefetch=%d", url.QueryEscape(queue), prefetch)
+}
+
+// OpenTake opens a take stream, requires 200 and the expected stream
 // Content-Type for the Accept header, and starts reading frames.
-func coreOpenTake(t testing.TB, base string, o coreTakeOpts) *coreStream {
+func OpenTake(t testing.TB, base string, o TakeOpts) *Stream {
 	t.Helper()
-	s, resp := coreTryTake(t, base, o)
+	s, resp := TryTake(t, base, o)
 	if s == nil {
 		require.Failf(t, "take stream not opened", "%s", resp)
 	}
 	return s
 }
 
-// coreTakeFormat is the stream format §1.4 assigns to an Accept value ("" when 406).
-func coreTakeFormat(accept string) string {
+// TakeFormat is the stream format §1.4 assigns to an Accept value ("" when 406).
+func TakeFormat(accept string) string {
 	switch {
 	case accept == "":
-		return coreAcceptNDJSON
+		return AcceptNDJSON
 	case strings.Contains(accept, "text/event-stream"):
-		return coreAcceptSSE
+		return AcceptSSE
 	case strings.Contains(accept, "application/vnd.zizq.msgpack-stream"), strings.Contains(accept, "application/msgpack"):
-		return coreAcceptMsgpack
+		return AcceptMsgpack
 	case strings.Contains(accept, "application/x-ndjson"), strings.Contains(accept, "application/json"), strings.Contains(accept, "*/*"):
-		return coreAcceptNDJSON
+		return AcceptNDJSON
 	}
 	return ""
 }
 
-// coreTryTake opens a take stream; on a non-200 answer it returns nil and
+// TryTake opens a take stream; on a non-200 answer it returns nil and
 // the fully read response.
-func coreTryTake(t testing.TB, base string, o coreTakeOpts) (*coreStream, coreResp) {
+func TryTake(t testing.TB, base string, o TakeOpts) (*Stream, Response) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	url := base + "/jobs/take"
@@ -591,22 +653,22 @@ func coreTryTake(t testing.TB, base string, o coreTakeOpts) (*coreStream, coreRe
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		cancel()
-		return nil, coreResp{Status: resp.StatusCode, Header: resp.Header, Body: b, Proto: resp.Proto}
+		return nil, Response{Status: resp.StatusCode, Header: resp.Header, Body: b, Proto: resp.Proto}
 	}
-	coreRequireServerHeader(t, resp.Header)
+	RequireServerHeader(t, resp.Header)
 	ct := resp.Header.Get("Content-Type")
-	want := coreTakeFormat(o.Accept)
+	want := TakeFormat(o.Accept)
 	require.Equal(t, want, ct, "take stream Content-Type for Accept %q", o.Accept)
-	s := &coreStream{
+	s := &Stream{
 		t: t, Resp: resp, Opened: opened, cancel: cancel,
-		frames: make(chan coreFrame, 4096), stop: make(chan struct{}), done: make(chan struct{}),
+		frames: make(chan Frame, 4096), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go s.read(ct)
 	t.Cleanup(s.Close)
-	return s, coreResp{Status: resp.StatusCode, Header: resp.Header}
+	return s, Response{Status: resp.StatusCode, Header: resp.Header}
 }
 
-func (s *coreStream) push(f coreFrame) bool {
+func (s *Stream) push(f Frame) bool {
 	f.At = time.Now()
 	select {
 	case s.frames <- f:
@@ -616,17 +678,17 @@ func (s *coreStream) push(f coreFrame) bool {
 	}
 }
 
-func (s *coreStream) read(ct string) {
+func (s *Stream) read(ct string) {
 	defer close(s.done)
 	defer close(s.frames)
 	br := bufio.NewReaderSize(s.Resp.Body, 1<<16)
 	var err error
 	switch ct {
-	case coreAcceptNDJSON:
+	case AcceptNDJSON:
 		err = s.readNDJSON(br)
-	case coreAcceptMsgpack:
+	case AcceptMsgpack:
 		err = s.readMsgpack(br)
-	case coreAcceptSSE:
+	case AcceptSSE:
 		err = s.readSSE(br)
 	default:
 		err = fmt.Errorf("unknown stream content type %q", ct)
@@ -634,10 +696,10 @@ func (s *coreStream) read(ct string) {
 	if err == nil {
 		err = io.EOF
 	}
-	s.push(coreFrame{Err: err})
+	s.push(Frame{Err: err})
 }
 
-func (s *coreStream) readNDJSON(br *bufio.Reader) error {
+func (s *Stream) readNDJSON(br *bufio.Reader) error {
 	for {
 		line, err := br.ReadBytes('\n')
 		if err != nil {
@@ -647,53 +709,45 @@ func (s *coreStream) readNDJSON(br *bufio.Reader) error {
 			return err
 		}
 		if len(line) == 1 {
-			if !s.push(coreFrame{Heartbeat: true, Raw: line}) {
+			if !s.push(Frame{Heartbeat: true, Raw: line}) {
 				return nil
 			}
 			continue
 		}
 		body := line[:len(line)-1]
-		j, derr := coreDecodeStreamJob(coreJSON, body)
+		j, derr := decodeStreamJob(JSON, body)
 		if derr != nil {
 			return derr
 		}
-		if !s.push(coreFrame{Job: &j, Raw: body}) {
+		if !s.push(Frame{Job: &j, Raw: body}) {
 			return nil
 		}
 	}
 }
 
-func (s *coreStream) readMsgpack(br *bufio.Reader) error {
-	var hdr [4]byte
+func (s *Stream) readMsgpack(br *bufio.Reader) error {
 	for {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return err
+		body, err := prototest.ReadMsgpackFrame(br)
+		if err != nil {
+			return fmt.Errorf("msgpack frame: %w", err)
 		}
-		n := binary.BigEndian.Uint32(hdr[:])
-		if n == 0 {
-			if !s.push(coreFrame{Heartbeat: true, Raw: hdr[:]}) {
+		if len(body) == 0 {
+			if !s.push(Frame{Heartbeat: true, Raw: []byte{0, 0, 0, 0}}) {
 				return nil
 			}
 			continue
 		}
-		if n > 64<<20 {
-			return fmt.Errorf("msgpack frame length %d too large", n)
-		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(br, body); err != nil {
-			return fmt.Errorf("short msgpack frame: %w", err)
-		}
-		j, derr := coreDecodeStreamJob(coreMsgpack, body)
+		j, derr := decodeStreamJob(Msgpack, body)
 		if derr != nil {
 			return derr
 		}
-		if !s.push(coreFrame{Job: &j, Raw: body}) {
+		if !s.push(Frame{Job: &j, Raw: body}) {
 			return nil
 		}
 	}
 }
 
-func (s *coreStream) readSSE(br *bufio.Reader) error {
+func (s *Stream) readSSE(br *bufio.Reader) error {
 	var lines []string
 	for {
 		line, err := br.ReadString('\n')
@@ -726,7 +780,7 @@ func (s *coreStream) readSSE(br *bufio.Reader) error {
 			}
 		}
 		if len(data) == 0 {
-			if !s.push(coreFrame{Heartbeat: true, Raw: []byte(strings.Join(comments, "\n"))}) {
+			if !s.push(Frame{Heartbeat: true, Raw: []byte(strings.Join(comments, "\n"))}) {
 				return nil
 			}
 			continue
@@ -734,21 +788,21 @@ func (s *coreStream) readSSE(br *bufio.Reader) error {
 		if len(comments) > 0 || len(data) != 1 {
 			return fmt.Errorf("unexpected SSE event %q", ev)
 		}
-		j, derr := coreDecodeStreamJob(coreJSON, []byte(data[0]))
+		j, derr := decodeStreamJob(JSON, []byte(data[0]))
 		if derr != nil {
 			return derr
 		}
-		if !s.push(coreFrame{Job: &j, Raw: []byte(data[0])}) {
+		if !s.push(Frame{Job: &j, Raw: []byte(data[0])}) {
 			return nil
 		}
 	}
 }
 
-// coreDecodeStreamJob decodes a frame without a testing.TB (reader goroutine).
-func coreDecodeStreamJob(f coreFormat, b []byte) (coreJob, error) {
-	var j coreJob
+// decodeStreamJob decodes a frame without a testing.TB (reader goroutine).
+func decodeStreamJob(f Format, b []byte) (Job, error) {
+	var j Job
 	decode := func(v any) error {
-		if f == coreMsgpack {
+		if f == Msgpack {
 			return msgpack.Unmarshal(b, v)
 		}
 		dec := json.NewDecoder(bytes.NewReader(b))
@@ -761,7 +815,7 @@ func coreDecodeStreamJob(f coreFormat, b []byte) (coreJob, error) {
 	if err := decode(&j.Raw); err != nil {
 		return j, fmt.Errorf("bad job frame %q: %w", b, err)
 	}
-	if !coreIDRe.MatchString(j.ID) {
+	if !idRe.MatchString(j.ID) {
 		return j, fmt.Errorf("job frame with bad id %q: %q", j.ID, b)
 	}
 	for k, v := range j.Raw {
@@ -774,25 +828,25 @@ func coreDecodeStreamJob(f coreFormat, b []byte) (coreJob, error) {
 
 // Next returns the next frame, or false if none arrived within d.
 // A frame with Err set means the stream ended.
-func (s *coreStream) Next(d time.Duration) (coreFrame, bool) {
+func (s *Stream) Next(d time.Duration) (Frame, bool) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case f, ok := <-s.frames:
 		if !ok {
-			return coreFrame{Err: io.EOF}, true
+			return Frame{Err: io.EOF}, true
 		}
 		if f.Err != nil {
 			s.ended = true
 		}
 		return f, true
 	case <-timer.C:
-		return coreFrame{}, false
+		return Frame{}, false
 	}
 }
 
 // NextJobFrame skips heartbeats and returns the next job frame within d.
-func (s *coreStream) NextJobFrame(t testing.TB, d time.Duration) coreFrame {
+func (s *Stream) NextJobFrame(t testing.TB, d time.Duration) Frame {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -812,16 +866,16 @@ func (s *coreStream) NextJobFrame(t testing.TB, d time.Duration) coreFrame {
 }
 
 // NextJob is NextJobFrame returning the job.
-func (s *coreStream) NextJob(t testing.TB, d time.Duration) coreJob {
+func (s *Stream) NextJob(t testing.TB, d time.Duration) Job {
 	t.Helper()
 	return *s.NextJobFrame(t, d).Job
 }
 
 // Jobs reads exactly n jobs, waiting at most d in total.
-func (s *coreStream) Jobs(t testing.TB, n int, d time.Duration) []coreJob {
+func (s *Stream) Jobs(t testing.TB, n int, d time.Duration) []Job {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	out := make([]coreJob, 0, n)
+	out := make([]Job, 0, n)
 	for len(out) < n {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -839,10 +893,33 @@ func (s *coreStream) Jobs(t testing.TB, n int, d time.Duration) []coreJob {
 	return out
 }
 
+// C delivers every frame as it is read: jobs, heartbeats, and, when the
+// stream ends, one frame with Err set before C is closed.
+func (s *Stream) C() <-chan Frame { return s.frames }
+
+// Frames reads exactly n job frames, each within d of the one before.
+func (s *Stream) Frames(t testing.TB, n int, d time.Duration) []Frame {
+	t.Helper()
+	out := make([]Frame, 0, n)
+	for len(out) < n {
+		out = append(out, s.NextJobFrame(t, d))
+	}
+	return out
+}
+
+// FrameIDs returns the ids of the jobs of frames.
+func FrameIDs(frames []Frame) []string {
+	ids := make([]string, len(frames))
+	for i, f := range frames {
+		ids[i] = f.Job.ID
+	}
+	return ids
+}
+
 // NoJobFor asserts that no job frame arrives within d (heartbeats are fine,
 // and at least one must arrive when requireHeartbeat is set, proving the
-// stream is alive).
-func (s *coreStream) NoJobFor(t testing.TB, d time.Duration, requireHeartbeat bool) {
+// stream is alive); why, with any arguments, says why none may come.
+func (s *Stream) NoJobFor(t testing.TB, d time.Duration, requireHeartbeat bool, why ...any) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	beats := 0
@@ -855,10 +932,10 @@ func (s *coreStream) NoJobFor(t testing.TB, d time.Duration, requireHeartbeat bo
 		if !ok {
 			break
 		}
-		require.NoError(t, f.Err, "take stream ended")
+		require.NoError(t, f.Err, "take stream ended; %s", fmt.Sprint(why...))
 		if f.Job != nil {
-			require.FailNow(t, "unexpected job on take stream", "job %s (queue %q) arrived %v into a %v quiet period: %q",
-				f.Job.ID, f.Job.Queue, d-time.Until(f.At), d, f.Raw)
+			require.FailNow(t, "unexpected job on take stream", "job %s (queue %q) arrived %v into a %v quiet period: %q; %s",
+				f.Job.ID, f.Job.Queue, d-time.Until(f.At), d, f.Raw, fmt.Sprint(why...))
 		}
 		beats++
 	}
@@ -868,7 +945,7 @@ func (s *coreStream) NoJobFor(t testing.TB, d time.Duration, requireHeartbeat bo
 }
 
 // WaitEnd waits (at most d) for the server to end the stream.
-func (s *coreStream) WaitEnd(t testing.TB, d time.Duration) {
+func (s *Stream) WaitEnd(t testing.TB, d time.Duration) {
 	t.Helper()
 	if s.ended {
 		return
@@ -890,7 +967,7 @@ func (s *coreStream) WaitEnd(t testing.TB, d time.Duration) {
 }
 
 // Close closes the stream from the client side (a disconnect).
-func (s *coreStream) Close() {
+func (s *Stream) Close() {
 	s.once.Do(func() {
 		close(s.stop)
 		s.cancel()
@@ -899,8 +976,8 @@ func (s *coreStream) Close() {
 	})
 }
 
-// coreIDs returns the ids of jobs.
-func coreIDs(jobs []coreJob) []string {
+// IDs returns the ids of jobs.
+func IDs(jobs []Job) []string {
 	out := make([]string, len(jobs))
 	for i, j := range jobs {
 		out[i] = j.ID
@@ -908,8 +985,8 @@ func coreIDs(jobs []coreJob) []string {
 	return out
 }
 
-// coreSorted returns a sorted copy.
-func coreSorted(ids []string) []string {
+// Sorted returns a sorted copy.
+func Sorted(ids []string) []string {
 	out := append([]string(nil), ids...)
 	sort.Strings(out)
 	return out
@@ -918,29 +995,30 @@ func coreSorted(ids []string) []string {
 // ---------------------------------------------------------------------------
 // Raw HTTP/1.1 over TCP, to see exactly what the server writes.
 
-// coreRawConn is a plain TCP connection for hand-written HTTP/1.1.
-type coreRawConn struct {
+// RawConn is a plain TCP connection for hand-written HTTP/1.1.
+type RawConn struct {
 	net.Conn
-	br *bufio.Reader
+	Reader *bufio.Reader // reads what the server sends on the connection
 }
 
-func coreDialRaw(t testing.TB, addr string) *coreRawConn {
+// DialRaw connects to addr; the connection closes with the test.
+func DialRaw(t testing.TB, addr string) *RawConn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
 	t.Cleanup(func() { c.Close() })
-	return &coreRawConn{Conn: c, br: bufio.NewReader(c)}
+	return &RawConn{Conn: c, Reader: bufio.NewReader(c)}
 }
 
 // RoundTrip writes a raw request and reads one response with its body
 // (http.ReadResponse knows 204 has no body: any stray bytes after a 204
 // corrupt the next response on the connection).
-func (c *coreRawConn) RoundTrip(t testing.TB, raw string) (*http.Response, []byte) {
+func (c *RawConn) RoundTrip(t testing.TB, raw string) (*http.Response, []byte) {
 	t.Helper()
 	_, err := io.WriteString(c, raw)
 	require.NoError(t, err)
-	resp, err := http.ReadResponse(c.br, nil)
+	resp, err := http.ReadResponse(c.Reader, nil)
 	require.NoError(t, err, "reading raw response")
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
