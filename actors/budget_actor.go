@@ -117,6 +117,8 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		woken := a.core.refund(a.nowNs, m.Cost)
 		a.traceJob(EventRelease, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
+	case *SettleCost:
+		a.onSettle(ctx, m, now)
 	case *UnparkJob:
 		woken := a.core.unpark(a.nowNs, m.JobID, m.Priority)
 		a.traceJob(EventUnparked, m.JobID, now)
@@ -199,6 +201,7 @@ func (a *budgetActor) state(now uint64) *BudgetState {
 		Dispatches: a.core.dispatches,
 		Refusals:   a.core.refusals,
 	}
+	s.Settlements = a.core.settlements
 	if h, ok := a.core.head(); ok {
 		s.HeadID, s.HeadCost = h.ID, h.Cost
 	}

@@ -60,8 +60,9 @@ type budgetCore struct {
 	wakeAt uint64
 
 	// counters for observation
-	dispatches uint64
-	refusals   uint64
+	dispatches  uint64
+	refusals    uint64
+	settlements uint64 // budget_settle.go
 }
 
 func newBudgetCore(key string, def protocol.Definition, now uint64, consumed func(string) bool) *budgetCore {
