@@ -19,7 +19,9 @@ func (b *budgetCore) state(now uint64) *BudgetState {
 		Dispatches: b.dispatches,
 		Refusals:   b.refusals,
 		Definition: b.def,
-		At:         now / nsPerMs,
+
+		Settlements: b.settlements,
+		At:          now / nsPerMs,
 	}
 	if h, ok := b.head(); ok {
 		s.HeadID, s.HeadCost, s.HeadQueue = h.ID, h.Cost, h.Queue

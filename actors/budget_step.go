@@ -77,6 +77,8 @@ func (b *budgetCore) step(now uint64, msg budgetMsg, out *stepOutput) {
 		woken := b.refund(now, m.Cost)
 		b.traceJob(out, now, EventRelease, m.JobID)
 		b.wake(now, out, woken, "release")
+	case *SettleCost:
+		b.onSettle(now, m, out)
 	case *UnparkJob:
 		woken := b.unpark(now, m.JobID, m.Priority)
 		b.traceJob(out, now, EventUnparked, m.JobID)

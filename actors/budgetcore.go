@@ -79,8 +79,9 @@ type budgetCore struct {
 	timerGen         uint64
 
 	// counters for observation
-	dispatches uint64
-	refusals   uint64
+	dispatches  uint64
+	refusals    uint64
+	settlements uint64 // budget_settle.go
 
 	obs budgetObs // trace bookkeeping (observe.go)
 }

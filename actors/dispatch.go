@@ -99,6 +99,7 @@ func (e *queueCore) dispatch(now uint64, en *entry, s *stream) {
 	e.releaseUniqueOnDispatch(en.job)
 	s.inFlight[en.job.ID] = en
 	e.inFlightTotal++
+	e.armTimeout(now, en)
 	if len(s.outbox) == 0 {
 		e.flushPending = append(e.flushPending, s)
 		if s.outbox == nil && s.prefetch > 0 {

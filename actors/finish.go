@@ -268,6 +268,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	}
 	e.inFlightTotal = 0
 	e.reservingTotal = 0
+	e.clearTimeouts()
 	e.out.clearSchedule()
 	e.out.persist(batch, func(err error) {
 		if err == nil {

@@ -127,6 +127,8 @@ type BudgetState struct {
 	WakeAt     uint64
 	Dispatches uint64
 	Refusals   uint64
+	// Settlements counts the settlements that moved the pool (SPEC §10.1).
+	Settlements uint64
 
 	// Filled in by observeState (observe.go).
 	Definition       protocol.Definition
@@ -155,7 +157,11 @@ type EnqueueJobs struct {
 type EnqueueJobsResponse struct{ Jobs []*protocol.JobView }
 
 // AckJobs reports success for in-flight jobs.
-type AckJobs struct{ IDs []string }
+type AckJobs struct {
+	IDs []string
+	// Settle holds the settle lists by job id (SPEC §10.1, settle.go).
+	Settle map[string][]protocol.Settlement
+}
 
 // AckJobsResponse lists the IDs that were not in flight.
 type AckJobsResponse struct{ NotFound []string }
@@ -164,6 +170,8 @@ type AckJobsResponse struct{ NotFound []string }
 type FailJob struct {
 	ID  string
 	Req *protocol.FailureRequest
+	// Settle is the validated settle list (SPEC §10.1, settle.go).
+	Settle []protocol.Settlement
 }
 
 // JobResponse carries one job view.

@@ -289,6 +289,7 @@ type queueCounters struct {
 	// run: dispatched to success or failure.
 	wait, run      Histogram
 	folded, sealed uint64 // batched jobs (batch_core.go)
+	timedOut       uint64 // jobs failed for their timeout (timeouts.go)
 }
 
 func (e *queueCore) counters(queue string) *queueCounters {
@@ -342,6 +343,8 @@ type QueueMetrics struct {
 	// Folded counts enqueues folded into a pending batched job, Sealed
 	// the batches that sealed (SPEC §8.2).
 	Folded, Sealed uint64
+	// TimedOut counts jobs the server failed for their timeout (SPEC §10.5).
+	TimedOut uint64
 }
 
 // metrics answers a MetricsRequest. It walks every job the queue
@@ -389,6 +392,7 @@ func (e *queueCore) metrics(now uint64) *metricsSnapshot {
 		m.Enqueued, m.Dispatched, m.Acked, m.Failed = c.enqueued, c.dispatched, c.acked, c.failed
 		m.Wait, m.Run = c.wait, c.run
 		m.Folded, m.Sealed = c.folded, c.sealed
+		m.TimedOut = c.timedOut
 	}
 	snap := &metricsSnapshot{Streams: len(e.streams), Budgets: make([]string, 0, len(e.budgets))}
 	for _, m := range per {

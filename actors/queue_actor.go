@@ -40,6 +40,9 @@ type queueActor struct {
 	cronSlots []CronSlot // for the cron actor, sent at the end of Receive
 	cronStats *CronStats
 	folds     *folder // the facade's fold coordinator, for batched cron firings
+	// timeout is the one timer for the earliest in-flight deadline
+	// (timeouts.go).
+	timeout timeoutTimer
 	// budgets links each budget key to its actor; toBudgets lists the
 	// links with messages pending, flushed at the end of each Receive
 	// (batching.go).
@@ -79,6 +82,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	a.handle(ctx, ctx.Message(), now)
 	flushLinks(ctx, &a.toBudgets, newBudgetBatch)
 	a.flushCrons(ctx)
+	a.syncTimeoutTimer(ctx)
 }
 
 func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
@@ -103,9 +107,9 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *cronFoldFailed:
 		a.eng.onCronFoldFailed(now, m)
 	case *AckJobs:
-		a.eng.ack(now, m.IDs, a.replier(ctx))
+		a.eng.ackSettling(now, m, a.replier(ctx))
 	case *FailJob:
-		a.eng.fail(now, m, a.replier(ctx))
+		a.eng.failSettling(now, m, a.replier(ctx))
 	case *DeleteJob:
 		a.eng.deleteJob(now, m.ID, a.replier(ctx))
 	case *DeleteJobs:
@@ -146,6 +150,8 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 		m.then(now, m.err)
 	case *JobsDue:
 		a.eng.onJobsDue(now, m.IDs)
+	case *timeoutTick:
+		a.onTimeoutTick(m, now)
 	case *reapTick:
 		a.eng.reap(now)
 		a.armReaper()

@@ -38,6 +38,9 @@ type EngineConfig struct {
 	// it, the payload is stored apart and read when the job is written to
 	// its stream (Engine.LoadPayloads).
 	PayloadCacheBytes int
+	// DefaultJobTimeout fails a job in flight longer than this when it
+	// sets no timeout_ms of its own (0: none; SPEC §10.5).
+	DefaultJobTimeout time.Duration
 	// GroupMinJobs is the size from which the jobs of one enqueue request
 	// are stored as a group, one record for all of them (default 4; see
 	// records.go).
@@ -227,6 +230,9 @@ type queueCore struct {
 
 	recoveredUnique []*protocol.Job   // queued-scope jobs recovered from in flight
 	loadLatest      map[string]string // unique key -> latest stored job id with it (load only)
+
+	// timeouts is the deadlines of in-flight jobs (timeouts.go).
+	timeouts jobTimeouts
 
 	// deferred holds requests about a job that wait for its reservation to
 	// end (dispatched, parked or deleted).

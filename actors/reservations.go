@@ -195,6 +195,7 @@ func (e *queueCore) leaveInFlight(en *entry) {
 	}
 	en.stream = nil
 	e.inFlightTotal--
+	e.disarmTimeout(en.job.ID)
 	for _, b := range en.job.Budgets {
 		r := e.msgs.returns.new()
 		*r = ReturnTokens{JobID: en.job.ID, Cost: b.Cost}

@@ -31,6 +31,8 @@ const (
 	EventCronSkipped    EventKind = "cron_skipped"
 	EventFolded         EventKind = "folded"
 	EventBatchSealed    EventKind = "batch_sealed"
+	EventTimedOut       EventKind = "timed_out" // SPEC §10.5 (timeouts.go)
+	EventSettled        EventKind = "settled"   // SPEC §10.1 (settle.go)
 )
 
 // Event is one traced step. Tokens is the budget's pool level after the
@@ -57,6 +59,9 @@ type Event struct {
 	CronGroup    string    `json:"group,omitempty"`    // cron events: the entry's group
 	CronEntry    string    `json:"entry,omitempty"`    // cron events: the entry
 	Slot         uint64    `json:"slot,omitempty"`     // cron events: the slot fired (Unix ms)
+	// settled: the cost the dispatch debited and the real cost reported
+	Reserved *uint32 `json:"reserved,omitempty"`
+	RealCost *uint32 `json:"real_cost,omitempty"`
 }
 
 // Tracer fans dispatch events out to subscribers. With no subscriber every

@@ -78,6 +78,9 @@ type traceFrame struct {
 	Group        string   `json:"group,omitempty" msgpack:"group,omitempty"` // cron events
 	Entry        string   `json:"entry,omitempty" msgpack:"entry,omitempty"`
 	Slot         uint64   `json:"slot,omitempty" msgpack:"slot,omitempty"`
+	// settled events (SPEC §10.1)
+	Reserved *uint32 `json:"reserved,omitempty" msgpack:"reserved,omitempty"`
+	RealCost *uint32 `json:"real_cost,omitempty" msgpack:"real_cost,omitempty"`
 }
 
 func roundTokens(p *float64) *float64 {
@@ -98,6 +101,7 @@ func toTraceFrame(e *actors.Event) *traceFrame {
 		TokensBefore: roundTokens(e.TokensBefore), Tokens: roundTokens(e.Tokens),
 		DueAt: e.DueAt, Reason: e.Reason, WorkerID: e.WorkerID, Stream: e.Stream,
 		Position: e.Position, Count: e.Count, Group: e.CronGroup, Entry: e.CronEntry, Slot: e.Slot,
+		Reserved: e.Reserved, RealCost: e.RealCost,
 	}
 }
 

@@ -63,8 +63,10 @@ func (f *fakeEngine) DeleteJobs(_ context.Context, fl *protocol.JobFilter) (int,
 func (f *fakeEngine) PatchJobs(_ context.Context, fl *protocol.JobFilter, p *protocol.JobPatch) (int, error) {
 	return f.patchJobs(fl, p)
 }
-func (f *fakeEngine) Ack(_ context.Context, ids []string) ([]string, error) { return f.ack(ids) }
-func (f *fakeEngine) Fail(_ context.Context, id string, req *protocol.FailureRequest) (*protocol.JobView, error) {
+func (f *fakeEngine) AckSettling(_ context.Context, ids []string, _ map[string][]protocol.Settlement) ([]string, error) {
+	return f.ack(ids)
+}
+func (f *fakeEngine) FailSettling(_ context.Context, id string, req *protocol.FailureRequest, _ []protocol.Settlement) (*protocol.JobView, error) {
 	return f.fail(id, req)
 }
 func (f *fakeEngine) OpenStream(_ context.Context, m *actors.OpenStream) (uint64, error) {

@@ -97,7 +97,16 @@ func (a *API) ack(c echo.Context) error {
 	if _, err := responseFormat(c); err != nil {
 		return err
 	}
-	notFound, err := a.engine.Ack(c.Request().Context(), []string{c.Param("id")})
+	id := c.Param("id")
+	settle, err := a.successSettle(c)
+	if err != nil {
+		return err
+	}
+	var bySettle map[string][]protocol.Settlement
+	if len(settle) > 0 {
+		bySettle = map[string][]protocol.Settlement{id: settle}
+	}
+	notFound, err := a.engine.AckSettling(c.Request().Context(), []string{id}, bySettle)
 	if err != nil {
 		return err
 	}
@@ -115,7 +124,11 @@ func (a *API) ackMany(c echo.Context) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	notFound, err := a.engine.Ack(c.Request().Context(), req.IDs)
+	settle, err := req.ValidateSettleMany()
+	if err != nil {
+		return err
+	}
+	notFound, err := a.engine.AckSettling(c.Request().Context(), req.IDs, settle)
 	if err != nil {
 		return err
 	}
@@ -130,7 +143,11 @@ func (a *API) fail(c echo.Context) error {
 	if err := a.decodeBody(c, &req); err != nil {
 		return err
 	}
-	v, err := a.engine.Fail(c.Request().Context(), c.Param("id"), &req)
+	settle, err := protocol.ValidateSettle(req.Settle)
+	if err != nil {
+		return err
+	}
+	v, err := a.engine.FailSettling(c.Request().Context(), c.Param("id"), &req, settle)
 	if err != nil {
 		return err
 	}

@@ -25,18 +25,20 @@ type engineCollector struct {
 	engine Observer
 	log    *slog.Logger
 
-	jobs, parked                          *prometheus.Desc
-	enqueued, dispatched, acked, failed   *prometheus.Desc
-	folded, sealed, foldWorkers           *prometheus.Desc
-	tokens, inFlight, held, budgetParked  *prometheus.Desc
-	budgetDispatches, refusals, wakeAt    *prometheus.Desc
-	streams, subscribers, scrapeError     *prometheus.Desc
-	budgetAllocation, budgetCapacity      *prometheus.Desc
-	headAffordableAt                      *prometheus.Desc
-	queueWait, runTime                    *prometheus.Desc
-	cronFired, cronSkipped, cronPaused    *prometheus.Desc
-	cronLateSum, cronLateMax, cronEntries *prometheus.Desc
-	jobStatuses                           []protocol.Status
+	jobs, parked                            *prometheus.Desc
+	enqueued, dispatched, acked, failed     *prometheus.Desc
+	timedOut, settlements                   *prometheus.Desc
+	folded, sealed, foldWorkers             *prometheus.Desc
+	tokens, inFlight, held, budgetParked    *prometheus.Desc
+	budgetDispatches, refusals, wakeAt      *prometheus.Desc
+	streams, subscribers, scrapeError       *prometheus.Desc
+	budgetAllocation, budgetCapacity        *prometheus.Desc
+	headAffordableAt                        *prometheus.Desc
+	queueWait, runTime                      *prometheus.Desc
+	cronFired, cronSkipped, cronPaused      *prometheus.Desc
+	cronLateSum, cronLateMax, cronEntries   *prometheus.Desc
+	jobStatuses                             []protocol.Status
+	budgetLabels, queueLabels, statusLabels []string
 }
 
 func newEngineCollector(engine Observer, log *slog.Logger) *engineCollector {
@@ -57,6 +59,8 @@ func newEngineCollector(engine Observer, log *slog.Logger) *engineCollector {
 		dispatched:       d("tollgate_jobs_dispatched_total", "Jobs handed to a take stream since the server started.", q, nil),
 		acked:            d("tollgate_jobs_acked_total", "Jobs acknowledged as done since the server started.", q, nil),
 		failed:           d("tollgate_jobs_failed_total", "Job failures reported since the server started.", q, nil),
+		timedOut:         d("tollgate_jobs_timed_out_total", "Jobs the server failed because they stayed in flight past their timeout, since the server started (also counted as failures).", q, nil),
+		settlements:      d("tollgate_budget_settlements_total", "Acks that settled a real cost on the budget (time_based) since it was loaded or created.", b, nil),
 		tokens:           d("tollgate_budget_tokens_available", "Tokens a new reservation could take now (time_based: settled to now).", bt, nil),
 		inFlight:         d("tollgate_budget_cost_in_flight", "Cost of the budget's jobs in flight.", b, nil),
 		held:             d("tollgate_budget_cost_held", "Cost reserved by jobs about to dispatch.", b, nil),
@@ -84,7 +88,7 @@ func newEngineCollector(engine Observer, log *slog.Logger) *engineCollector {
 
 // Describe sends every descriptor.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.folded, c.sealed, c.foldWorkers, c.dispatched, c.acked, c.failed,
+	for _, d := range []*prometheus.Desc{c.jobs, c.parked, c.enqueued, c.folded, c.sealed, c.foldWorkers, c.dispatched, c.acked, c.failed, c.timedOut, c.settlements,
 		c.tokens, c.inFlight, c.held, c.budgetParked, c.budgetDispatches, c.refusals, c.wakeAt,
 		c.headAffordableAt, c.budgetAllocation, c.budgetCapacity, c.streams, c.subscribers, c.scrapeError,
 		c.queueWait, c.runTime,
@@ -124,6 +128,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.dispatched, float64(q.Dispatched), q.Queue)
 		counter(c.acked, float64(q.Acked), q.Queue)
 		counter(c.failed, float64(q.Failed), q.Queue)
+		counter(c.timedOut, float64(q.TimedOut), q.Queue)
 		ch <- constHistogram(c.queueWait, &q.Wait, q.Queue)
 		ch <- constHistogram(c.runTime, &q.Run, q.Queue)
 		counter(c.folded, float64(q.Folded), q.Queue)
@@ -138,6 +143,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.budgetCapacity, float64(b.Definition.Capacity()), b.Key)
 		counter(c.budgetDispatches, float64(b.Dispatches), b.Key)
 		counter(c.refusals, float64(b.Refusals), b.Key)
+		counter(c.settlements, float64(b.Settlements), b.Key)
 		if b.WakeAt != 0 {
 			gauge(c.wakeAt, float64(b.WakeAt)/1000, b.Key)
 		}

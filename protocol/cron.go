@@ -127,6 +127,7 @@ type CronTemplate struct {
 	UniqueWhile *string    `json:"unique_while,omitempty" msgpack:"unique_while,omitempty"`
 	Batch       *Batch     `json:"batch,omitempty" msgpack:"batch,omitempty"`
 	Budgets     []Binding  `json:"budgets,omitempty" msgpack:"budgets,omitempty"`
+	TimeoutMs   *uint32    `json:"timeout_ms,omitempty" msgpack:"timeout_ms,omitempty"`
 }
 
 // ValidateTemplate applies the template checks of SPEC §8.1.5 in order:
@@ -150,7 +151,7 @@ func ValidateTemplate(r *EnqueueRequest) (*CronTemplate, *NewJob, error) {
 	j := &nj.Job
 	t := &CronTemplate{Type: j.Type, Queue: j.Queue, Priority: j.Priority, Payload: Payload(j.Payload),
 		RetryLimit: j.RetryLimit, Backoff: j.Backoff, Retention: j.Retention, UniqueKey: r.UniqueKey,
-		UniqueWhile: r.UniqueWhile, Batch: j.Batch, Budgets: j.Budgets}
+		UniqueWhile: r.UniqueWhile, Batch: j.Batch, Budgets: j.Budgets, TimeoutMs: j.TimeoutMs}
 	return t, nj, nil
 }
 
@@ -160,6 +161,7 @@ func (t *CronTemplate) NewJob() *NewJob {
 	nj := &NewJob{Job: Job{
 		Type: t.Type, Queue: t.Queue, Priority: t.Priority, Payload: []byte(t.Payload),
 		RetryLimit: t.RetryLimit, Backoff: t.Backoff, Retention: t.Retention, Batch: t.Batch, Budgets: t.Budgets,
+		TimeoutMs: t.TimeoutMs,
 	}}
 	if t.UniqueKey != nil {
 		nj.Job.UniqueKey = *t.UniqueKey

@@ -80,6 +80,9 @@ type Job struct {
 	UniqueWhile string     `msgpack:"unique_while,omitempty"`
 	Batch       *Batch     `msgpack:"batch,omitempty"`
 	Budgets     []Binding  `msgpack:"budgets,omitempty"`
+	// TimeoutMs fails the job when it stays in flight longer (SPEC §10.5);
+	// nil: the server default.
+	TimeoutMs *uint32 `msgpack:"timeout_ms,omitempty"`
 }
 
 // VisibleStatus is the status a reader sees at time now: a scheduled job
@@ -118,6 +121,7 @@ type JobView struct {
 	Retention   *Retention `json:"retention,omitempty" msgpack:"retention,omitempty"`
 	RetryLimit  *uint32    `json:"retry_limit,omitempty" msgpack:"retry_limit,omitempty"`
 	Status      Status     `json:"status" msgpack:"status"`
+	TimeoutMs   *uint32    `json:"timeout_ms,omitempty" msgpack:"timeout_ms,omitempty"`
 	Type        string     `json:"type" msgpack:"type"`
 	UniqueKey   string     `json:"unique_key,omitempty" msgpack:"unique_key,omitempty"`
 	UniqueWhile string     `json:"unique_while,omitempty" msgpack:"unique_while,omitempty"`
@@ -156,6 +160,7 @@ func (j *Job) FillView(v *JobView, p *Payload, now uint64, withPayload bool) {
 		Retention:   j.Retention,
 		RetryLimit:  j.RetryLimit,
 		Status:      j.VisibleStatus(now),
+		TimeoutMs:   j.TimeoutMs,
 		Type:        j.Type,
 		UniqueKey:   j.UniqueKey,
 		UniqueWhile: j.UniqueWhile,

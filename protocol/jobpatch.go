@@ -18,6 +18,8 @@ type JobPatch struct {
 	Retention   patchField[struct{}]
 	CompletedMs patchField[uint64]
 	DeadMs      patchField[uint64]
+	// TimeoutMs applies from the job's next dispatch (SPEC §10.5).
+	TimeoutMs patchField[json.RawMessage]
 }
 
 // DecodeJobPatch decodes a job patch body. Malformed bodies are 400s; the
@@ -43,6 +45,9 @@ func DecodeJobPatch(f Format, body []byte) (*JobPatch, error) {
 	}
 	if err := decodePatchField(raw, "backoff", &p.Backoff); err != nil {
 		return nil, bad(err)
+	}
+	if err := decodePatchField(raw, "timeout_ms", &p.TimeoutMs); err != nil {
+		return nil, errTimeoutRange()
 	}
 	if p.Backoff.Present && !p.Backoff.Null {
 		b := p.Backoff.Value
@@ -107,8 +112,18 @@ func (p *JobPatch) CheckBackoff() error {
 	return nil
 }
 
+// CheckTimeout returns the 400 for a timeout_ms out of range.
+func (p *JobPatch) CheckTimeout() error {
+	if p.TimeoutMs.Present && !p.TimeoutMs.Null {
+		if _, err := parseTimeoutMs(p.TimeoutMs.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Check runs every 422 check in SPEC order (queue, then priority), then
-// the backoff check.
+// the backoff and timeout checks.
 func (p *JobPatch) Check() error {
 	if err := p.CheckQueue(); err != nil {
 		return err
@@ -116,7 +131,10 @@ func (p *JobPatch) Check() error {
 	if err := p.CheckPriority(); err != nil {
 		return err
 	}
-	return p.CheckBackoff()
+	if err := p.CheckBackoff(); err != nil {
+		return err
+	}
+	return p.CheckTimeout()
 }
 
 // ApplyFields applies every field but ready_at to j (the engine handles
@@ -134,6 +152,12 @@ func (p *JobPatch) ApplyFields(j *Job) {
 		} else {
 			v := p.RetryLimit.Value
 			j.RetryLimit = &v
+		}
+	}
+	if p.TimeoutMs.Present {
+		j.TimeoutMs = nil
+		if v, err := parseTimeoutMs(p.TimeoutMs.Value); !p.TimeoutMs.Null && err == nil {
+			j.TimeoutMs = &v
 		}
 	}
 	if p.Backoff.Present {

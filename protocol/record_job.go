@@ -49,6 +49,9 @@ func AppendJobRecord(dst []byte, j *Job) []byte {
 	if len(j.Budgets) != 0 {
 		n++
 	}
+	if j.TimeoutMs != nil {
+		n++
+	}
 	dst = mpMapLen(dst, n)
 	dst = mpStr(mpStr(dst, "id"), j.ID)
 	dst = mpStr(mpStr(dst, "type"), j.Type)
@@ -117,6 +120,9 @@ func AppendJobRecord(dst []byte, j *Job) []byte {
 			dst = mpUint(mpStr(dst, "cost"), uint64(b.Cost))
 			dst = mpStr(mpStr(dst, "key"), b.Key)
 		}
+	}
+	if j.TimeoutMs != nil {
+		dst = mpUint(mpStr(dst, "timeout_ms"), uint64(*j.TimeoutMs))
 	}
 	return dst
 }

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 )
@@ -33,6 +34,7 @@ type EnqueueRequest struct {
 	UniqueWhile *string           `json:"unique_while"`
 	Batch       *BatchRequest     `json:"batch"`
 	Budgets     []*BindingRequest `json:"budgets"`
+	TimeoutMs   *json.RawMessage  `json:"timeout_ms"`
 }
 
 // BackoffRequest is a backoff object; all three fields are required.
@@ -216,6 +218,14 @@ func (r *EnqueueRequest) validate(memo *bindingMemo) (*NewJob, error) {
 			return nil, Invalid("backoff.exponent must be a finite number >= 0")
 		}
 	}
+	var timeout *uint32
+	if r.TimeoutMs != nil {
+		v, err := parseTimeoutMs(*r.TimeoutMs)
+		if err != nil {
+			return nil, err
+		}
+		timeout = &v
+	}
 	bindings, budgets, err := memo.of(r.Budgets)
 	if err != nil {
 		return nil, err
@@ -228,6 +238,7 @@ func (r *EnqueueRequest) validate(memo *bindingMemo) (*NewJob, error) {
 			Payload:    []byte(r.Payload),
 			RetryLimit: r.RetryLimit,
 			Retention:  r.Retention,
+			TimeoutMs:  timeout,
 		},
 		Bindings: bindings,
 	}
@@ -320,23 +331,32 @@ type FailureRequest struct {
 	Backtrace *string `json:"backtrace"`
 	RetryAt   *uint64 `json:"retry_at"`
 	Kill      *bool   `json:"kill"`
+	// Settle reports the job's real costs (SPEC §10.1, settle.go).
+	Settle []*SettleRequest `json:"settle"`
 }
 
 func (r *FailureRequest) checkRequired() error {
 	if r.Message == nil {
 		return fmt.Errorf("missing field 'message'")
 	}
-	return nil
+	return checkSettleRequired(r.Settle)
 }
 
 // AckManyRequest is the body of POST /jobs/success.
 type AckManyRequest struct {
 	IDs []string `json:"ids"`
+	// Settle maps a job id to its settle list (SPEC §10.1, settle.go).
+	Settle map[string][]*SettleRequest `json:"settle"`
 }
 
 func (r *AckManyRequest) checkRequired() error {
 	if r.IDs == nil {
 		return fmt.Errorf("missing field 'ids'")
+	}
+	for _, list := range r.Settle {
+		if err := checkSettleRequired(list); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -83,6 +83,10 @@ func AppendJobViewJSON(dst []byte, v *JobView) ([]byte, error) {
 	}
 	dst = append(dst, `,"status":`...)
 	dst = appendJSONString(dst, string(v.Status))
+	if v.TimeoutMs != nil {
+		dst = append(dst, `,"timeout_ms":`...)
+		dst = strconv.AppendUint(dst, uint64(*v.TimeoutMs), 10)
+	}
 	dst = append(dst, `,"type":`...)
 	dst = appendJSONString(dst, v.Type)
 	if v.UniqueKey != "" {

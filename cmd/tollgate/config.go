@@ -44,6 +44,9 @@ type serveConfig struct {
 	DefaultCommitMode   persistence.CommitMode
 	EnqueueCommitMode   persistence.CommitMode
 	MaxBudgets          int
+	// DefaultJobTimeout fails a job in flight longer than this when it
+	// sets no timeout_ms (SPEC §10.5; default 0 = never).
+	DefaultJobTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection that carries no request
 	// for this long.
 	IdleTimeout time.Duration
@@ -286,6 +289,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("default-dead-job-retention", "TOLLGATE_DEFAULT_DEAD_JOB_RETENTION", "keep dead jobs this long")
 	fs.Var(durationValue{&cfg.ReaperInterval}, "reaper-check-interval", "")
 	def("reaper-check-interval", "TOLLGATE_REAPER_CHECK_INTERVAL", "reaper period")
+	fs.Var(durationValue{&cfg.DefaultJobTimeout}, "default-job-timeout", "")
+	def("default-job-timeout", "TOLLGATE_DEFAULT_JOB_TIMEOUT", "fail a job in flight this long when it sets no timeout_ms; 0 = never")
 	fs.Var(commitModeValue{&cfg.DefaultCommitMode}, "default-commit-mode", "")
 	def("default-commit-mode", "TOLLGATE_DEFAULT_COMMIT_MODE", "buffered|fsync")
 	fs.Var(commitModeValue{&enqueueMode}, "enqueue-commit-mode", "")

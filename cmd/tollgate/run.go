@@ -189,6 +189,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 			EnqueueSync:        cfg.EnqueueCommitMode == persistence.Fsync,
 			DefaultSync:        cfg.DefaultCommitMode == persistence.Fsync,
 			ReaperInterval:     cfg.ReaperInterval,
+			DefaultJobTimeout:  cfg.DefaultJobTimeout,
 		},
 	})
 	if err != nil {

@@ -55,6 +55,8 @@ type traceEvent struct {
 	Group        string   `json:"group"` // cron events
 	Entry        string   `json:"entry"`
 	Slot         int64    `json:"slot"`
+	Reserved     *uint32  `json:"reserved"`  // settled events
+	RealCost     *uint32  `json:"real_cost"` // settled events
 }
 
 func parseTrace(args []string, stderr io.Writer) (*traceConfig, error) {
@@ -246,10 +248,10 @@ const (
 var kindColor = map[string]string{
 	"ready": ansiCyan, "reserve_requested": ansiCyan,
 	"reserve_granted": ansiGreen, "commit": ansiGreen, "dispatched": ansiGreen, "acked": ansiGreen, "woken": ansiGreen, "returned": ansiGreen,
-	"reserve_refused": ansiRed, "parked": ansiRed, "failed": ansiRed, "dropped": ansiRed + ansiBold,
+	"reserve_refused": ansiRed, "parked": ansiRed, "failed": ansiRed, "timed_out": ansiRed, "dropped": ansiRed + ansiBold,
 	"timer_armed": ansiYellow, "timer_fired": ansiYellow, "timer_cancelled": ansiYellow,
 	"requeued": ansiYellow, "release": ansiYellow, "unparked": ansiYellow,
-	"budget_created": ansiBlue, "budget_updated": ansiBlue, "budget_deleted": ansiBlue,
+	"budget_created": ansiBlue, "budget_updated": ansiBlue, "budget_deleted": ansiBlue, "settled": ansiBlue,
 }
 
 // tracePrinter renders events as one readable line each.
@@ -300,7 +302,9 @@ func (p *tracePrinter) print(ev *traceEvent) error {
 	if ev.Budget == "" && len(ev.Budgets) > 0 {
 		field("budgets", strings.Join(ev.Budgets, ","))
 	}
-	if ev.Cost != 0 {
+	if ev.Reserved != nil && ev.RealCost != nil {
+		field("cost", fmt.Sprintf("%d reserved, %d real", *ev.Reserved, *ev.RealCost))
+	} else if ev.Cost != 0 {
 		field("cost", strconv.FormatUint(uint64(ev.Cost), 10))
 	}
 	switch {
