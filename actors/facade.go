@@ -41,7 +41,7 @@ func (c EngineConfig) WithDefaults() EngineConfig {
 		c.PayloadCacheBytes = 16 << 20
 	}
 	if c.GroupMinJobs == 0 {
-		c.GroupMinJobs = 4
+		c.GroupMinJobs = persistence.DefaultGroupFrom
 	}
 	return c
 }
