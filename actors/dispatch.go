@@ -15,7 +15,7 @@ func (e *queueCore) makeReady(en *entry) {
 	en.parkedOn = ""
 	en.stream = nil
 	en.resv = nil
-	e.ready.add(readyItem{priority: en.job.Priority, id: en.job.ID, queue: en.job.Queue, en: en})
+	e.ready.add(readyItemOf(en), en.job.Queue)
 	e.tracer.job(EventReady, en.job, 0)
 }
 
@@ -59,8 +59,8 @@ func (e *queueCore) pump(now uint64) {
 				if !ok {
 					continue
 				}
-				e.ready.remove(it)
 				en := it.en
+				e.ready.remove(it, en.job.Queue)
 				if len(en.job.Budgets) == 0 {
 					e.dispatch(now, en, s)
 				} else {

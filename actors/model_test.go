@@ -997,7 +997,7 @@ func (s *sim) checkQuiescent() {
 			return
 		}
 		counts[en.state]++
-		it := readyItem{priority: en.job.Priority, id: id, queue: en.job.Queue}
+		it := readyItem{priority: en.job.Priority, key: idKey(id)}
 		inReady := e.ready.all.Has(it)
 		if inReady != (en.state == stReady) {
 			s.fail("ready-index", "job %s is %s but in ready index = %v", id, modelStateName(en.state), inReady)
@@ -1244,7 +1244,7 @@ func (s *sim) checkQuiescent() {
 		for _, st := range e.order {
 			if st.room() > 0 {
 				if it, ok := e.ready.best(st.queues); ok {
-					s.fail("idle-stream", "stream %d has room %d but ready job %s of %s is not dispatched", st.id, st.room(), it.id, it.queue)
+					s.fail("idle-stream", "stream %d has room %d but ready job %s of %s is not dispatched", st.id, st.room(), it.en.job.ID, it.en.job.Queue)
 					return
 				}
 			}
