@@ -194,25 +194,19 @@ func (e *queueCore) applyFolds(now uint64, plan *foldPlan, ids []string, views [
 }
 
 // applyFold replaces a pending job's payload with the merged one and writes
-// it in batch. The payload stays where it was stored: in the record (and
-// memory) while the payload cache has room, else apart.
+// it in batch. Memory keeps the new payload only if it kept the old one
+// and the payload cache has room for the new.
 func (e *queueCore) applyFold(en *entry, payload []byte, batch *persistence.Batch) {
 	j := en.job
+	kept := false
 	if j.Payload != nil {
 		e.payloadBytes -= len(j.Payload)
-		if e.payloadBytes+len(payload) <= e.cfg.PayloadCacheBytes {
-			e.payloadBytes += len(payload)
-			j.Payload = payload
-			batch.PutJob(j)
-		} else {
-			j.Payload = payload
-			batch.PutJobPayloadApart(j)
-			j.Payload = nil
-		}
-	} else {
-		c := *j
-		c.Payload = payload
-		batch.PutJobPayloadApart(&c)
+		kept = e.keepPayload(payload)
+	}
+	batch.PayloadChanged(j, payload, kept, &en.ref)
+	j.Payload = nil
+	if kept {
+		j.Payload = payload
 	}
 }
 
@@ -238,7 +232,7 @@ func (e *queueCore) observeSealed(j *protocol.Job, reason string) {
 func (e *queueCore) loadBatchLinks(links map[string]string, batch *persistence.Batch) {
 	for key, id := range links {
 		en := e.jobs[id]
-		if en == nil || en.job.Batch == nil || en.job.Batch.Key != key || en.job.Status != protocol.StatusReady || en.job.DequeuedAt != 0 || en.grp != nil {
+		if en == nil || en.job.Batch == nil || en.job.Batch.Key != key || en.job.Status != protocol.StatusReady || en.job.DequeuedAt != 0 {
 			batch.DeleteBatchLink(key)
 			continue
 		}

@@ -15,7 +15,7 @@ func (e *queueCore) makeReady(en *entry) {
 	en.parkedOn = ""
 	en.stream = nil
 	en.resv = nil
-	e.ready.add(readyItem{priority: en.job.Priority, id: en.job.ID, queue: en.job.Queue, en: en})
+	e.ready.add(readyItemOf(en), en.job.Queue)
 	e.tracer.job(EventReady, en.job, 0)
 }
 
@@ -59,8 +59,8 @@ func (e *queueCore) pump(now uint64) {
 				if !ok {
 					continue
 				}
-				e.ready.remove(it)
 				en := it.en
+				e.ready.remove(it, en.job.Queue)
 				if len(en.job.Budgets) == 0 {
 					e.dispatch(now, en, s)
 				} else {
@@ -144,31 +144,15 @@ func (c *nameInterner) intern(s string) string {
 	return v
 }
 
-// storeNewJob writes a new job into batch. While the payload cache has room
-// the job keeps its payload in memory and inside its record until it
-// finishes (one key per job, written whole); otherwise the payload is
-// stored apart and memory keeps none of it.
-func (e *queueCore) storeNewJob(j *protocol.Job, batch *persistence.Batch) {
-	if e.payloadBytes+len(j.Payload) <= e.cfg.PayloadCacheBytes {
-		e.payloadBytes += len(j.Payload)
-		batch.PutJob(j)
+// loadPayload applies the payload cache's rule to a job loaded at
+// startup whose payload came with it: beyond the cache, memory lets go of
+// it (and the store keeps it where later writes do not need it).
+func (e *queueCore) loadPayload(en *entry, batch *persistence.Batch) {
+	j := en.job
+	if j.Payload == nil || e.keepPayload(j.Payload) {
 		return
 	}
-	batch.PutJobPayloadApart(j)
-	j.Payload = nil
-}
-
-// loadPayload applies storeNewJob's rule to a job loaded at startup whose
-// record holds its payload: beyond the cache, the payload moves apart.
-func (e *queueCore) loadPayload(j *protocol.Job, batch *persistence.Batch) {
-	if j.Payload == nil {
-		return
-	}
-	if e.payloadBytes+len(j.Payload) <= e.cfg.PayloadCacheBytes {
-		e.payloadBytes += len(j.Payload)
-		return
-	}
-	batch.PutJobPayloadApart(j)
+	batch.PayloadReleased(j, &en.ref)
 	j.Payload = nil
 }
 

@@ -96,7 +96,7 @@ func TestReaperRemovesExpiredFinishedJobs(t *testing.T) {
 	e, out := testEngine(EngineConfig{})
 	for i, purgeAt := range []uint64{3000, 1000, 2000} {
 		j := &protocol.Job{ID: testID(i), Queue: "q", Status: protocol.StatusCompleted, PurgeAt: purgeAt}
-		e.loadJob(0, j, persistence.Member{}, persistence.NewBatch(false))
+		e.loadJob(0, j, persistence.Ref{}, persistence.NewBatch(false))
 	}
 	if got := e.listQueues(); len(got) != 1 {
 		t.Fatalf("queues = %v", got)

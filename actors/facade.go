@@ -41,7 +41,7 @@ func (c EngineConfig) WithDefaults() EngineConfig {
 		c.PayloadCacheBytes = 16 << 20
 	}
 	if c.GroupMinJobs == 0 {
-		c.GroupMinJobs = 4
+		c.GroupMinJobs = persistence.DefaultGroupFrom
 	}
 	return c
 }
@@ -63,6 +63,11 @@ type Engine struct {
 
 	stopOnce sync.Once
 }
+
+// loadTimeout bounds the rebuild of memory from the store at start: far
+// above what any store this server can hold takes (a million jobs took
+// 10-60 s on a busy 2-core machine), only so that a wedged start ends.
+const loadTimeout = time.Hour
 
 // Start spawns the actors, rebuilds memory from the store and returns when
 // the engine is ready to serve.
@@ -108,7 +113,14 @@ func Start(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer, cronStats: qa.cronStats,
 		folds: qa.folds}
-	res, err := e.call(context.Background(), &startupStatsRequest{})
+	// the load takes as long as the store is large: it is not a request,
+	// and RequestTimeout does not bound it (loadTimeout does)
+	res, err := e.system.Root.RequestFuture(e.queue, &startupStatsRequest{}, loadTimeout).Result()
+	if err == nil {
+		if rerr, ok := res.(error); ok {
+			err = rerr
+		}
+	}
 	if err != nil {
 		e.Stop()
 		return nil, fmt.Errorf("actors.Start: load: %w", err)

@@ -53,7 +53,7 @@ func (e *queueCore) finish(now uint64, en *entry, retention uint64, batch *persi
 	if retention == 0 {
 		e.releaseUnique(j)
 		e.decStored(j)
-		deleteRecord(j, en.grp, en.override, batch)
+		deleteRecord(j, en.ref, batch)
 		return
 	}
 	if completed {
@@ -61,13 +61,13 @@ func (e *queueCore) finish(now uint64, en *entry, retention uint64, batch *persi
 	}
 	j.PurgeAt = addMs(now, retention)
 	e.putRecord(en, batch)
-	e.addTerminal(j, en.grp)
+	e.addTerminal(j, en.ref)
 }
 
-// addTerminal keeps what memory needs of a retained finished job; g is its
-// stored group, if any.
-func (e *queueCore) addTerminal(j *protocol.Job, g *persistence.Group) {
-	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts, apart: g == nil && j.Payload == nil, dead: j.Status == protocol.StatusDead, grp: g}
+// addTerminal keeps what memory needs of a retained finished job; ref is
+// where the store keeps it.
+func (e *queueCore) addTerminal(j *protocol.Job, ref persistence.Ref) {
+	t := terminalJob{id: j.ID, queue: j.Queue, purgeAt: j.PurgeAt, attempts: j.Attempts, dead: j.Status == protocol.StatusDead, ref: ref}
 	c := *j
 	c.Payload = nil
 	t.meta = &c
@@ -174,11 +174,9 @@ func (e *queueCore) deleteJob(now uint64, id string, reply func(any)) {
 func (e *queueCore) removeJob(now uint64, id string, batch *persistence.Batch, u *undoLog) bool {
 	defer e.runDeferred(now, id)
 	if en := e.jobs[id]; en != nil {
-		// the record is deleted while memory still has its payload
-		// (deleteRecord tells a payload stored apart by its absence)
 		u.noteJob(en)
 		e.seal(en, batch, "deleted", u)
-		deleteRecord(en.job, en.grp, en.override, batch)
+		deleteRecord(en.job, en.ref, batch)
 		e.forgetJob(now, en)
 		return true
 	}
@@ -232,7 +230,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	e.persistAll(cronBatches, func(err error) { cronErr = err })
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	for _, en := range e.jobs {
-		deleteRecord(en.job, en.grp, en.override, batch)
+		deleteRecord(en.job, en.ref, batch)
 		en.state = stGone
 		e.slots.release(en)
 	}

@@ -4,7 +4,10 @@
 
 package actors
 
-import "github.com/tollgate/tollgate/protocol"
+import (
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
 
 // foldUndo notes, while an enqueue is built, what it changes of its batch
 // keys' pending jobs.
@@ -25,6 +28,7 @@ type priorLink struct {
 type priorPayload struct {
 	en      *entry
 	payload []byte
+	ref     persistence.Ref // where the store kept it
 }
 
 // noteLink remembers key's pending job before the request changes it.
@@ -68,6 +72,7 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 		}
 		e.payloadBytes += len(p.payload) - len(j.Payload)
 		j.Payload = p.payload
+		p.en.ref = p.ref
 	}
 	for _, q := range u.folded {
 		e.counters(q).folded--
@@ -79,7 +84,7 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 
 // notePayload remembers a pending job's payload before a fold changes it.
 func (u *foldUndo) notePayload(en *entry) {
-	u.payloads = append(u.payloads, priorPayload{en: en, payload: en.job.Payload})
+	u.payloads = append(u.payloads, priorPayload{en: en, payload: en.job.Payload, ref: en.ref})
 }
 
 // noteCounted remembers the queue of a fold or seal the request counted.
@@ -109,5 +114,5 @@ func (e *queueCore) restoreLinks(links []priorLink) {
 // canBePending reports whether en's job may be its key's pending job: a
 // ready job never dispatched and stored alone (SPEC §8.2.7).
 func canBePending(en *entry) bool {
-	return en.job.Status == protocol.StatusReady && en.job.DequeuedAt == 0 && en.grp == nil
+	return en.job.Status == protocol.StatusReady && en.job.DequeuedAt == 0
 }

@@ -16,7 +16,7 @@ func (e *queueCore) loadBudget(b protocol.Budget) {
 // loadJob adds a stored job at startup; in-flight jobs return to ready and
 // are rewritten in batch. It returns whether the job was recovered from
 // in flight.
-func (e *queueCore) loadJob(now uint64, j *protocol.Job, m persistence.Member, batch *persistence.Batch) (recovered bool) {
+func (e *queueCore) loadJob(now uint64, j *protocol.Job, ref persistence.Ref, batch *persistence.Batch) (recovered bool) {
 	if _, ok := protocol.ParseIDKey(j.ID); !ok {
 		// tollgate mints every ID; this one is damage, and the ID indexes
 		// could not order it
@@ -27,23 +27,19 @@ func (e *queueCore) loadJob(now uint64, j *protocol.Job, m persistence.Member, b
 	e.noteLoadedKey(j)
 	if j.Status.Terminal() {
 		if j.Purged(now) {
-			deleteRecord(j, m.Group, m.Override, batch)
+			deleteRecord(j, ref, batch)
 			return false
 		}
 		e.addStored(j)
-		e.addTerminal(j, m.Group)
+		e.addTerminal(j, ref)
 		if j.UniqueKey != "" && j.UniqueWhile == protocol.UniqueExists {
 			e.claimUnique(j)
 		}
 		return false
 	}
 	e.addStored(j)
-	en := &entry{job: j}
-	if m.Group != nil {
-		e.joinGroup(en, m.Group, m.Override)
-	} else {
-		e.loadPayload(j, batch)
-	}
+	en := &entry{job: j, ref: ref}
+	e.loadPayload(en, batch)
 	e.jobs[j.ID] = en
 	e.bind(j)
 	if j.Status == protocol.StatusInFlight {

@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
 )
 
@@ -112,4 +115,64 @@ func writeHeapProfile(b *testing.B, path string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkQueuedMemory measures the live heap a queued job costs:
+// TOLLGATE_BENCH_JOBS (default 1,000,000) unbudgeted jobs with ~100-byte
+// payloads, enqueued in bulks of 1000 into a store on disk, then the
+// engine restarted on it (as a server serves a backlog). It reports the
+// heap per job after the enqueue (B/job-enqueued; badger's memtables,
+// which fill as it writes, included) and after the restart
+// (B/job-restarted), each against an engine started on an empty store.
+// b.N is ignored. TOLLGATE_BENCH_HEAPPROFILE=path writes the restarted
+// heap's profile there.
+func BenchmarkQueuedMemory(b *testing.B) {
+	n := benchSize("TOLLGATE_BENCH_JOBS", 1_000_000)
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := func(dir string) (*Engine, func()) {
+		store, err := persistence.Open(persistence.Config{Dir: dir, Logger: log})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := Start(Config{Store: store, Logger: log})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return e, func() { e.Stop(); _ = store.Close() }
+	}
+	_, stop := start(b.TempDir())
+	base := heapInUse()
+	stop()
+
+	dir := b.TempDir()
+	e, stop := start(dir)
+	payload := []byte(`{"s":"` + strings.Repeat("x", 92) + `"}`)
+	began := time.Now()
+	for left := n; left > 0; left -= 1000 {
+		batch := make([]*protocol.NewJob, min(1000, left))
+		for i := range batch {
+			batch[i] = &protocol.NewJob{Job: protocol.Job{Type: "bench", Queue: "q", Priority: protocol.DefaultPriority,
+				Payload: append([]byte(nil), payload...)}}
+		}
+		if _, err := e.Enqueue(ctx, batch, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	enqueueTook := time.Since(began)
+	enqueued := heapInUse()
+	stop()
+
+	began = time.Now()
+	_, stop = start(dir)
+	startTook := time.Since(began)
+	restarted := heapInUse()
+	if path := os.Getenv("TOLLGATE_BENCH_HEAPPROFILE"); path != "" {
+		writeHeapProfile(b, path)
+	}
+	stop()
+	b.ReportMetric(float64(enqueued-base)/float64(n), "B/job-enqueued")
+	b.ReportMetric(float64(restarted-base)/float64(n), "B/job-restarted")
+	b.ReportMetric(enqueueTook.Seconds(), "enqueue-s")
+	b.ReportMetric(startTook.Seconds(), "start-s")
 }

@@ -385,7 +385,7 @@ func (s *sim) start() {
 		s.eng.loadBudget(*b)
 	}
 	batch := persistence.NewBatch(true)
-	err = s.store.ScanJobs(func(j *protocol.Job, m persistence.Member) error {
+	err = s.store.ScanJobs(func(j *protocol.Job, m persistence.Ref) error {
 		s.eng.loadJob(s.now, j, m, batch)
 		return nil
 	})
@@ -1035,7 +1035,7 @@ func (s *sim) checkQuiescent() {
 			return
 		}
 		counts[en.state]++
-		it := readyItem{priority: en.job.Priority, id: id, queue: en.job.Queue}
+		it := readyItem{priority: en.job.Priority, key: idKey(id)}
 		inReady := e.ready.all.Has(it)
 		if inReady != (en.state == stReady) {
 			s.fail("ready-index", "job %s is %s but in ready index = %v", id, modelStateName(en.state), inReady)
@@ -1282,7 +1282,7 @@ func (s *sim) checkQuiescent() {
 		for _, st := range e.order {
 			if st.room() > 0 {
 				if it, ok := e.ready.best(st.queues); ok {
-					s.fail("idle-stream", "stream %d has room %d but ready job %s of %s is not dispatched", st.id, st.room(), it.id, it.queue)
+					s.fail("idle-stream", "stream %d has room %d but ready job %s of %s is not dispatched", st.id, st.room(), it.en.job.ID, it.en.job.Queue)
 					return
 				}
 			}
@@ -1874,7 +1874,7 @@ func (s *sim) doRestart() {
 		}
 	}
 	// Recovery made every stored in-flight job ready again, durably.
-	err := s.store.ScanJobs(func(j *protocol.Job, _ persistence.Member) error {
+	err := s.store.ScanJobs(func(j *protocol.Job, _ persistence.Ref) error {
 		mj := s.jobs[j.ID]
 		switch {
 		case j.Status == protocol.StatusInFlight:
@@ -2344,12 +2344,12 @@ func (s *sim) storeViolation() string {
 		return err.Error()
 	}
 	stored := make(map[string]*protocol.Job)
-	err = s.store.ScanJobs(func(j *protocol.Job, m persistence.Member) error {
+	err = s.store.ScanJobs(func(j *protocol.Job, m persistence.Ref) error {
 		stored[j.ID] = j
-		if en := e.jobs[j.ID]; en != nil && (en.grp != m.Group && m.Group != nil) {
+		if en := e.jobs[j.ID]; en != nil && (en.ref.Group() != m.Group() && m.Group() != nil) {
 			// the scan makes its own Group values: compare by name
-			if en.grp == nil || en.grp.First() != m.Group.First() {
-				return fmt.Errorf("job %s scanned in group %s, memory has %v", j.ID, m.Group.First(), en.grp)
+			if en.ref.Group() == nil || en.ref.Group().First() != m.Group().First() {
+				return fmt.Errorf("job %s scanned in group %s, memory has %v", j.ID, m.Group().First(), en.ref.Group())
 			}
 		}
 		return nil
@@ -2362,8 +2362,8 @@ func (s *sim) storeViolation() string {
 	}
 	live := make(map[*persistence.Group]int)
 	for id, en := range e.jobs {
-		if en.grp != nil {
-			live[en.grp]++
+		if en.ref.Group() != nil {
+			live[en.ref.Group()]++
 		}
 		st := stored[id]
 		if st == nil {
@@ -2400,8 +2400,8 @@ func (s *sim) storeViolation() string {
 		}
 	}
 	for id, t := range e.terminal {
-		if t.grp != nil {
-			live[t.grp]++
+		if t.ref.Group() != nil {
+			live[t.ref.Group()]++
 		}
 		if st := stored[id]; st == nil || !st.Status.Terminal() {
 			return fmt.Sprintf("retained job %s is stored as %v", id, st)

@@ -43,7 +43,7 @@ func queryTestEngine(t *testing.T, n int) (*Engine, *persistence.Store) {
 		if k%5 == 0 {
 			j.Budgets = []protocol.Binding{{Key: "k", Cost: 1}}
 		}
-		batch.PutJob(j)
+		batch.Enqueued([]*protocol.Job{j}, nil, 0)
 	}
 	batch.PutBudget(&protocol.Budget{Key: "k", Allocation: 1000000, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}, CreatedAt: now, UpdatedAt: now})
 	if err := store.Commit(context.Background(), batch); err != nil {

@@ -266,12 +266,12 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	for _, g := range crons {
 		a.eng.loadCronGroup(g)
 	}
-	// Loading writes back recovered jobs and moves payloads beyond the
-	// cache apart. Those writes are committed in chunks cut between jobs,
+	// Loading writes back recovered jobs and lets go of payloads beyond
+	// the cache. Those writes are committed in chunks cut between jobs,
 	// so each job's writes stay in one transaction and none grows past
 	// what badger takes in one (a store of any size can start).
 	batch := persistence.NewBatch(true)
-	err = a.store.ScanJobs(func(j *protocol.Job, m persistence.Member) error {
+	err = a.store.ScanJobs(func(j *protocol.Job, m persistence.Ref) error {
 		if a.eng.loadJob(now, j, m, batch) {
 			a.stats.Recovered++
 		}

@@ -34,16 +34,15 @@ type EngineConfig struct {
 	Random func() float64
 	// PayloadCacheBytes bounds the payload bytes memory keeps of unfinished
 	// jobs (default 16 MiB). A job enqueued while there is room keeps its
-	// payload in memory and inside its record until it finishes; beyond
-	// it, the payload is stored apart and read when the job is written to
-	// its stream (Engine.LoadPayloads).
+	// payload in memory until it finishes; beyond it, only the store has
+	// it, read when the job is written to its stream (Engine.LoadPayloads).
 	PayloadCacheBytes int
 	// DefaultJobTimeout fails a job in flight longer than this when it
 	// sets no timeout_ms of its own (0: none; SPEC §10.5).
 	DefaultJobTimeout time.Duration
-	// GroupMinJobs is the size from which the jobs of one enqueue request
-	// are stored as a group, one record for all of them (default 4; see
-	// records.go).
+	// GroupMinJobs is handed to the store (persistence.Batch.Enqueued): the
+	// size from which the jobs of one enqueue request may be stored
+	// together (default persistence.DefaultGroupFrom).
 	GroupMinJobs int
 }
 
@@ -89,12 +88,10 @@ type entry struct {
 	stream   *stream
 	resv     *reservation
 	schedAt  uint64 // its ready_at in e.sched (statusindex.go)
-	// grp is the stored group the job belongs to (nil: stored alone);
-	// override is set once the member has its own record (records.go).
-	grp      *persistence.Group
-	state    jobState
-	inSched  bool // in e.sched
-	override bool
+	// ref is where the store keeps the job (records.go)
+	ref     persistence.Ref
+	state   jobState
+	inSched bool // in e.sched
 	// unlink is set when the job's dispatch sealed its batch: the write of
 	// its in-flight state removes the key's pending link (batch_core.go).
 	unlink bool
@@ -119,11 +116,10 @@ type terminalJob struct {
 	queue    string
 	purgeAt  uint64
 	attempts uint32
-	apart    bool          // its payload is stored apart from its record
 	job      *protocol.Job // without payload; kept only for unique-key holders
 	meta     *protocol.Job // without payload, for the query filters
 	dead     bool
-	grp      *persistence.Group // its stored group (it then has its own record)
+	ref      persistence.Ref // where the store keeps it
 }
 
 func terminalLess(a, b terminalJob) bool {

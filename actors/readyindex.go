@@ -1,20 +1,28 @@
 package actors
 
+import "github.com/tollgate/tollgate/protocol"
+
 // readyItem orders ready jobs by (priority, id). en is the job's entry,
 // which dispatch takes without looking it up (an item is in the index only
-// while its job is ready; lookups by value leave en unset).
+// while its job is ready; lookups by value leave en unset). The ID is its
+// fixed-size key and the queue is not kept: an item is 32 bytes, two per
+// ready job.
 type readyItem struct {
-	priority uint16
-	id       string
-	queue    string
+	key      protocol.IDKey
 	en       *entry
+	priority uint16
+}
+
+// readyItemOf is the item of en's job.
+func readyItemOf(en *entry) readyItem {
+	return readyItem{key: idKey(en.job.ID), en: en, priority: en.job.Priority}
 }
 
 func readyLess(a, b readyItem) bool {
 	if a.priority != b.priority {
 		return a.priority < b.priority
 	}
-	return a.id < b.id
+	return a.key.Less(b.key)
 }
 
 // readyIndex holds the ready jobs of every queue in (priority, id) order:
@@ -29,24 +37,24 @@ func newReadyIndex() *readyIndex {
 	return &readyIndex{all: newOrderedSet(readyLess), byQueue: make(map[string]*orderedSet[readyItem])}
 }
 
-func (r *readyIndex) add(it readyItem) {
+func (r *readyIndex) add(it readyItem, queue string) {
 	r.all.ReplaceOrInsert(it)
-	q := r.byQueue[it.queue]
+	q := r.byQueue[queue]
 	if q == nil {
 		q = newOrderedSet(readyLess)
-		r.byQueue[it.queue] = q
+		r.byQueue[queue] = q
 	}
 	q.ReplaceOrInsert(it)
 }
 
-func (r *readyIndex) remove(it readyItem) bool {
+func (r *readyIndex) remove(it readyItem, queue string) bool {
 	if _, ok := r.all.Delete(it); !ok {
 		return false
 	}
-	if q := r.byQueue[it.queue]; q != nil {
+	if q := r.byQueue[queue]; q != nil {
 		q.Delete(it)
 		if q.Len() == 0 {
-			delete(r.byQueue, it.queue)
+			delete(r.byQueue, queue)
 		}
 	}
 	return true

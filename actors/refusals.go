@@ -80,11 +80,11 @@ func (e *queueCore) undoEnqueue(now uint64, stored []*entry, created []string) {
 		if e.jobs[en.job.ID] != en {
 			continue
 		}
-		if en.state == stInFlight && en.grp == nil {
+		if en.state == stInFlight {
 			if stray == nil {
 				stray = persistence.NewBatch(e.cfg.DefaultSync)
 			}
-			stray.DeleteJob(en.job.ID, en.job.Attempts, en.job.Payload == nil)
+			stray.EnqueueRefused(en.job, en.ref)
 		}
 		e.forgetJob(now, en)
 	}
@@ -129,14 +129,13 @@ type undoLog struct {
 // priorJob is an unfinished job as memory had it before the request: a
 // copy of its record (payload included) and where it is stored.
 type priorJob struct {
-	job      protocol.Job
-	grp      *persistence.Group
-	override bool
+	job protocol.Job
+	ref persistence.Ref
 }
 
 // noteJob remembers an unfinished job before the request changes it.
 func (u *undoLog) noteJob(en *entry) {
-	u.jobs = append(u.jobs, priorJob{job: *en.job, grp: en.grp, override: en.override})
+	u.jobs = append(u.jobs, priorJob{job: *en.job, ref: en.ref})
 }
 
 // noteTerminal remembers a retained finished job before it is deleted.
@@ -179,7 +178,7 @@ func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
 		}
 		j := new(protocol.Job)
 		*j = p.job
-		en := &entry{job: j, grp: p.grp, override: p.override}
+		en := &entry{job: j, ref: p.ref}
 		e.payloadBytes += len(j.Payload)
 		e.jobs[id] = en
 		e.addStored(j)

@@ -207,7 +207,7 @@ func (e *queueCore) leaveInFlight(en *entry) {
 func (e *queueCore) detach(en *entry) {
 	switch en.state {
 	case stReady:
-		e.ready.remove(readyItem{priority: en.job.Priority, id: en.job.ID, queue: en.job.Queue})
+		e.ready.remove(readyItem{key: idKey(en.job.ID), priority: en.job.Priority}, en.job.Queue)
 		e.nudge(en.job.Budgets)
 	case stReserving:
 		e.releaseHolds(en)

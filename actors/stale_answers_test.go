@@ -168,7 +168,7 @@ func TestAnswersFromBeforeARestartAreDropped(t *testing.T) {
 	e2.loadBudget(protocol.Budget{Key: "b", Allocation: 1, Strategy: inFlightOne.Strategy})
 	j := *e1.jobs[id].job
 	j.Status = protocol.StatusReady
-	e2.loadJob(0, &j, persistence.Member{}, persistence.NewBatch(false))
+	e2.loadJob(0, &j, persistence.Ref{}, persistence.NewBatch(false))
 	e2.finishLoad()
 	out2.take()
 

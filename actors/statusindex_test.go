@@ -87,10 +87,10 @@ func TestStatusIndexMatchesFullScan(t *testing.T) {
 	const now = 1000
 
 	b := persistence.NewBatch(false)
-	e.loadJob(now, &protocol.Job{ID: testID(1), Queue: "q", Status: protocol.StatusScheduled, ReadyAt: 3000}, persistence.Member{}, b)
-	e.loadJob(now, &protocol.Job{ID: testID(2), Queue: "q", Status: protocol.StatusInFlight, ReadyAt: 10}, persistence.Member{}, b)
-	e.loadJob(now, &protocol.Job{ID: testID(3), Queue: "q", Status: protocol.StatusCompleted, PurgeAt: 4000}, persistence.Member{}, b)
-	e.loadJob(now, &protocol.Job{ID: testID(4), Queue: "q", Status: protocol.StatusDead, PurgeAt: 20_000}, persistence.Member{}, b)
+	e.loadJob(now, &protocol.Job{ID: testID(1), Queue: "q", Status: protocol.StatusScheduled, ReadyAt: 3000}, persistence.Ref{}, b)
+	e.loadJob(now, &protocol.Job{ID: testID(2), Queue: "q", Status: protocol.StatusInFlight, ReadyAt: 10}, persistence.Ref{}, b)
+	e.loadJob(now, &protocol.Job{ID: testID(3), Queue: "q", Status: protocol.StatusCompleted, PurgeAt: 4000}, persistence.Ref{}, b)
+	e.loadJob(now, &protocol.Job{ID: testID(4), Queue: "q", Status: protocol.StatusDead, PurgeAt: 20_000}, persistence.Ref{}, b)
 	e.finishLoad()
 	checkStatusCounts(t, e, "load", nows...)
 

@@ -60,7 +60,7 @@ func queryBenchServer(b *testing.B, n int) *echo.Echo {
 			if k%2 == 1 {
 				j.Status, j.ReadyAt = protocol.StatusScheduled, now+uint64(time.Hour/time.Millisecond)
 			}
-			batch.PutJob(j)
+			batch.Enqueued([]*protocol.Job{j}, nil, 0)
 		}
 		if err := store.Commit(context.Background(), batch); err != nil {
 			b.Fatal(err)

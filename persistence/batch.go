@@ -65,15 +65,15 @@ func (b *Batch) del(key []byte) {
 	b.ops = append(b.ops, op{key: key})
 }
 
-// PutJob stores the job record. A job's payload lives either inside its
+// putJob stores the job record. A job's payload lives either inside its
 // record (j.Payload set) or apart under its own key (j.Payload nil, see
-// PutJobPayloadApart); the caller keeps to one place for a job's lifetime.
-func (b *Batch) PutJob(j *protocol.Job) { b.set(jobKey(j.ID), j) }
+// putApart); the caller keeps to one place for a job's lifetime.
+func (b *Batch) putJob(j *protocol.Job) { b.set(jobKey(j.ID), j) }
 
-// PutJobPayloadApart stores j's payload under its own key and its record
-// without it. Later rewrites of the record (PutJob with a nil payload) then
+// putApart stores j's payload under its own key and its record
+// without it. Later rewrites of the record (putJob with a nil payload) then
 // stay small, and nobody needs the payload in memory to write them.
-func (b *Batch) PutJobPayloadApart(j *protocol.Job) {
+func (b *Batch) putApart(j *protocol.Job) {
 	val := make([]byte, 0, 1+len(j.Payload))
 	val = append(append(val, protocol.RecordVersion), j.Payload...)
 	key := payloadKey(j.ID)
@@ -84,9 +84,9 @@ func (b *Batch) PutJobPayloadApart(j *protocol.Job) {
 	b.set(jobKey(j.ID), &meta)
 }
 
-// DeleteJob removes the job record, its payload when stored apart, and its
+// deleteJob removes the job record, its payload when stored apart, and its
 // error records (attempts 1..n).
-func (b *Batch) DeleteJob(id string, attempts uint32, payloadApart bool) {
+func (b *Batch) deleteJob(id string, attempts uint32, payloadApart bool) {
 	b.del(jobKey(id))
 	if payloadApart {
 		b.del(payloadKey(id))

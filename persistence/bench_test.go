@@ -34,7 +34,7 @@ func BenchmarkStoreBatchWrite(b *testing.B) {
 				break
 			}
 			jobs[i].ID = fmt.Sprintf("%020d", n)
-			batch.PutJob(&jobs[i])
+			batch.putJob(&jobs[i])
 			n++
 		}
 		bytes += batch.size

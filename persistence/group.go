@@ -71,7 +71,7 @@ const (
 	groupS2    byte = 2 // the members compressed with S2
 )
 
-// PutGroups stores jobs, in ascending ID order, as groups of consecutive
+// putGroups stores jobs, in ascending ID order, as groups of consecutive
 // members with their payloads, and returns the group of each job. A group
 // record is a format byte, the last member's ID (so a reader can tell which
 // IDs the group spans without decoding it), then the members, compressed
@@ -81,7 +81,7 @@ const (
 // Compression keeps what a large backlog costs on disk and in the page
 // cache badger maps (the resident set) at a fraction of the payload bytes
 // when payloads are JSON, for about a millisecond of CPU per 512 KiB.
-func (b *Batch) PutGroups(jobs []*protocol.Job) []*Group {
+func (b *Batch) putGroups(jobs []*protocol.Job) []*Group {
 	groups := make([]*Group, len(jobs))
 	var (
 		g       *Group
@@ -132,26 +132,26 @@ func (b *Batch) PutGroups(jobs []*protocol.Job) []*Group {
 	return groups
 }
 
-// PutMember writes a group member's own record, which overrides the
+// putMember writes a group member's own record, which overrides the
 // group's copy from now on. The payload stays in the group.
-func (b *Batch) PutMember(j *protocol.Job) {
+func (b *Batch) putMember(j *protocol.Job) {
 	meta := *j
 	meta.Payload = nil
 	b.set(jobKey(j.ID), &meta)
 }
 
-// MarkInFlight records that member id of g was dispatched at dequeuedAt.
-func (b *Batch) MarkInFlight(g *Group, id string, dequeuedAt uint64) {
+// markInFlight records that member id of g was dispatched at dequeuedAt.
+func (b *Batch) markInFlight(g *Group, id string, dequeuedAt uint64) {
 	val := b.marksOf(g)
 	val = appendBytes(append(val, markInFlight), []byte(id))
 	val = binary.AppendUvarint(val, dequeuedAt)
 	b.setMarks(g, val)
 }
 
-// DeleteMember removes member id of g: a gone mark (the group and its marks
+// deleteMember removes member id of g: a gone mark (the group and its marks
 // are deleted when it was the last member), its own record when it has one
 // (override), and its error records (attempts 1..n).
-func (b *Batch) DeleteMember(g *Group, id string, attempts uint32, override bool) {
+func (b *Batch) deleteMember(g *Group, id string, attempts uint32, override bool) {
 	if override {
 		b.del(jobKey(id))
 	}

@@ -50,11 +50,11 @@ func runGroupsRandomized(t *testing.T, seed uint64, steps int) {
 	committed := map[string]*modelJob{}
 	rebuild := func() map[string]*modelJob {
 		got := map[string]*modelJob{}
-		err := s.ScanJobs(func(j *protocol.Job, m Member) error {
+		err := s.ScanJobs(func(j *protocol.Job, m Ref) error {
 			if _, dup := got[j.ID]; dup {
 				t.Fatalf("seed %d: %s scanned twice", seed, j.ID)
 			}
-			got[j.ID] = &modelJob{id: j.ID, payload: string(j.Payload), status: j.Status, dq: j.DequeuedAt, attempts: j.Attempts, grp: m.Group, override: m.Override}
+			got[j.ID] = &modelJob{id: j.ID, payload: string(j.Payload), status: j.Status, dq: j.DequeuedAt, attempts: j.Attempts, grp: m.g, override: m.own}
 			return nil
 		})
 		if err != nil {
@@ -126,13 +126,13 @@ func runGroupsRandomized(t *testing.T, seed uint64, steps int) {
 					jobs = append(jobs, j)
 				}
 				if n >= 3 {
-					gs := b.PutGroups(jobs)
+					gs := b.putGroups(jobs)
 					for i, j := range jobs {
 						work[j.ID] = &modelJob{id: j.ID, payload: string(j.Payload), status: protocol.StatusReady, grp: gs[i]}
 					}
 				} else {
 					for _, j := range jobs {
-						b.PutJob(j)
+						b.putJob(j)
 						work[j.ID] = &modelJob{id: j.ID, payload: string(j.Payload), status: protocol.StatusReady}
 					}
 				}
@@ -143,18 +143,18 @@ func runGroupsRandomized(t *testing.T, seed uint64, steps int) {
 				rec := testJob(0)
 				rec.ID, rec.Status, rec.DequeuedAt, rec.Attempts = j.id, j.status, j.dq, j.attempts
 				if j.grp != nil {
-					b.PutMember(rec)
+					b.putMember(rec)
 					j.override = true
 				} else {
 					rec.Payload = []byte(j.payload)
-					b.PutJob(rec)
+					b.putJob(rec)
 				}
 			}
 			switch {
 			case op < 4 && j.status == protocol.StatusReady: // dispatch
 				j.status, j.dq = protocol.StatusInFlight, uint64(step*10+op+1)
 				if j.grp != nil && !j.override {
-					b.MarkInFlight(j.grp, j.id, j.dq)
+					b.markInFlight(j.grp, j.id, j.dq)
 				} else {
 					write()
 				}
@@ -168,9 +168,9 @@ func runGroupsRandomized(t *testing.T, seed uint64, steps int) {
 				write()
 			case op < 9: // ack or delete
 				if j.grp != nil {
-					b.DeleteMember(j.grp, j.id, j.attempts, j.override)
+					b.deleteMember(j.grp, j.id, j.attempts, j.override)
 				} else {
-					b.DeleteJob(j.id, j.attempts, false)
+					b.deleteJob(j.id, j.attempts, false)
 				}
 				delete(work, j.id)
 			}

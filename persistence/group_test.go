@@ -18,12 +18,12 @@ func commitTest(t *testing.T, s *Store, b *Batch) {
 }
 
 // scanAll returns every stored job by ID with how it is stored.
-func scanAll(t *testing.T, s *Store) (map[string]*protocol.Job, map[string]Member, []string) {
+func scanAll(t *testing.T, s *Store) (map[string]*protocol.Job, map[string]Ref, []string) {
 	t.Helper()
 	jobs := make(map[string]*protocol.Job)
-	members := make(map[string]Member)
+	members := make(map[string]Ref)
 	var order []string
-	err := s.ScanJobs(func(j *protocol.Job, m Member) error {
+	err := s.ScanJobs(func(j *protocol.Job, m Ref) error {
 		jobs[j.ID] = j
 		members[j.ID] = m
 		order = append(order, j.ID)
@@ -60,9 +60,9 @@ func TestGroupLifeCycle(t *testing.T) {
 	alone := testJobPayload(50) // before the group's range
 	after := testJobPayload(500)
 	b := NewBatch(false)
-	b.PutJob(alone)
-	groups := b.PutGroups(jobs)
-	b.PutJob(after)
+	b.putJob(alone)
+	groups := b.putGroups(jobs)
+	b.putJob(after)
 	commitTest(t, s, b)
 	g := groups[0]
 	for i := range groups {
@@ -78,22 +78,22 @@ func TestGroupLifeCycle(t *testing.T) {
 	// record), 7 is deleted
 	b = NewBatch(false)
 	for i := range 5 {
-		b.MarkInFlight(g, jobs[i].ID, uint64(1000+i))
+		b.markInFlight(g, jobs[i].ID, uint64(1000+i))
 	}
 	commitTest(t, s, b)
 	b = NewBatch(false)
-	b.DeleteMember(g, jobs[0].ID, 0, false)
-	b.DeleteMember(g, jobs[1].ID, 0, false)
+	b.deleteMember(g, jobs[0].ID, 0, false)
+	b.deleteMember(g, jobs[1].ID, 0, false)
 	failed := *jobs[2]
 	failed.Status, failed.Attempts, failed.ReadyAt, failed.DequeuedAt = protocol.StatusScheduled, 1, 9999, 1002
-	b.PutMember(&failed)
+	b.putMember(&failed)
 	b.PutError(failed.ID, &protocol.ErrorRecord{Attempt: 1, Message: "boom"})
 	commitTest(t, s, b)
 	b = NewBatch(false)
-	b.DeleteMember(g, jobs[7].ID, 0, false)
+	b.deleteMember(g, jobs[7].ID, 0, false)
 	commitTest(t, s, b)
 
-	check := func(s *Store) map[string]Member {
+	check := func(s *Store) map[string]Ref {
 		t.Helper()
 		got, members, order := scanAll(t, s)
 		want := []string{alone.ID}
@@ -104,7 +104,7 @@ func TestGroupLifeCycle(t *testing.T) {
 		if strings.Join(order, ",") != strings.Join(want, ",") {
 			t.Fatalf("scan order\n got %v\nwant %v", order, want)
 		}
-		if members[alone.ID].Group != nil || members[after.ID].Group != nil {
+		if members[alone.ID].g != nil || members[after.ID].g != nil {
 			t.Fatalf("jobs stored alone scanned as members")
 		}
 		for _, i := range []int{3, 4} {
@@ -123,7 +123,7 @@ func TestGroupLifeCycle(t *testing.T) {
 		if f.Status != protocol.StatusScheduled || f.Attempts != 1 || f.ReadyAt != 9999 || string(f.Payload) != string(failed.Payload) {
 			t.Errorf("member with its own record: %+v", f)
 		}
-		if m := members[failed.ID]; !m.Override || m.Group == nil {
+		if m := members[failed.ID]; !m.own || m.g == nil {
 			t.Errorf("member with its own record scanned as %+v", m)
 		}
 		for id, j := range got {
@@ -166,12 +166,12 @@ func TestGroupLifeCycle(t *testing.T) {
 	s = openTest(t, dir)
 	defer s.Close()
 	members := check(s)
-	g2 := members[jobs[5].ID].Group
+	g2 := members[jobs[5].ID].g
 	if g2.Live() != 7 || g2.marks != g.marks {
 		t.Fatalf("rescanned group: live %d marks %d, want 7 and %d", g2.Live(), g2.marks, g.marks)
 	}
 	b = NewBatch(false)
-	b.MarkInFlight(g2, jobs[5].ID, 2005)
+	b.markInFlight(g2, jobs[5].ID, 2005)
 	commitTest(t, s, b)
 	got, _, _ := scanAll(t, s)
 	if j := got[jobs[5].ID]; j.Status != protocol.StatusInFlight || j.DequeuedAt != 2005 {
@@ -184,19 +184,19 @@ func TestGroupLifeCycle(t *testing.T) {
 	// the rest leave over two batches; the last one deletes every group key
 	b = NewBatch(false)
 	for _, i := range []int{3, 4, 5} {
-		b.DeleteMember(g2, jobs[i].ID, 0, false)
+		b.deleteMember(g2, jobs[i].ID, 0, false)
 	}
 	commitTest(t, s, b)
 	b = NewBatch(false)
-	b.DeleteMember(g2, failed.ID, 1, true)
+	b.deleteMember(g2, failed.ID, 1, true)
 	for _, i := range []int{6, 8, 9} {
-		b.DeleteMember(g2, jobs[i].ID, 0, false)
+		b.deleteMember(g2, jobs[i].ID, 0, false)
 	}
 	commitTest(t, s, b)
 	if keys := groupKeys(t, s); len(keys) != 0 {
 		t.Fatalf("keys left after the last member: %v", keys)
 	}
-	if _, members, order := scanAll(t, s); len(order) != 2 || members[order[0]].Group != nil {
+	if _, members, order := scanAll(t, s); len(order) != 2 || members[order[0]].g != nil {
 		t.Fatalf("after the group: %v", order)
 	}
 	if recs, _ := s.ListErrors(failed.ID); len(recs) != 0 {
@@ -214,11 +214,11 @@ func TestScanLeavesGroupsEmptiedByTheLoad(t *testing.T) {
 	s := openTest(t, dir)
 	jobs := []*protocol.Job{testJobPayload(10), testJobPayload(11), testJobPayload(12), testJobPayload(13)}
 	b := NewBatch(false)
-	b.PutGroups(jobs)
+	b.putGroups(jobs)
 	for _, j := range jobs {
 		done := *j
 		done.Status, done.PurgeAt = protocol.StatusCompleted, 1
-		b.PutMember(&done)
+		b.putMember(&done)
 	}
 	commitTest(t, s, b)
 	if err := s.Close(); err != nil {
@@ -227,8 +227,8 @@ func TestScanLeavesGroupsEmptiedByTheLoad(t *testing.T) {
 	s = openTest(t, dir)
 	defer s.Close()
 	load := NewBatch(true) // the loader's batch, never committed here
-	if err := s.ScanJobs(func(j *protocol.Job, m Member) error {
-		load.DeleteMember(m.Group, j.ID, j.Attempts, m.Override)
+	if err := s.ScanJobs(func(j *protocol.Job, m Ref) error {
+		load.deleteMember(m.g, j.ID, j.Attempts, m.own)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -251,20 +251,20 @@ func TestGroupDiesInAnyBatchOrder(t *testing.T) {
 	defer s.Close()
 	jobs := []*protocol.Job{testJobPayload(1), testJobPayload(2)}
 	b := NewBatch(false)
-	g := b.PutGroups(jobs)[0]
+	g := b.putGroups(jobs)[0]
 	commitTest(t, s, b)
 	marking := NewBatch(false)
-	marking.MarkInFlight(g, jobs[0].ID, 5)
+	marking.markInFlight(g, jobs[0].ID, 5)
 	killing := NewBatch(false)
-	killing.DeleteMember(g, jobs[0].ID, 0, false)
-	killing.DeleteMember(g, jobs[1].ID, 0, false)
+	killing.deleteMember(g, jobs[0].ID, 0, false)
+	killing.deleteMember(g, jobs[1].ID, 0, false)
 	commitTest(t, s, killing)
 	commitTest(t, s, marking)
 	if keys := groupKeys(t, s); len(keys) != 0 {
 		t.Fatalf("keys left: %v", keys)
 	}
 	b = NewBatch(false)
-	b.DeleteMember(g, jobs[0].ID, 0, false)
+	b.deleteMember(g, jobs[0].ID, 0, false)
 	if err := s.Commit(context.Background(), b); err == nil {
 		t.Fatal("removing a member of a dead group succeeded")
 	}
@@ -283,7 +283,7 @@ func TestGroupsSplitLargeBulks(t *testing.T) {
 		jobs = append(jobs, j)
 	}
 	b := NewBatch(false)
-	groups := b.PutGroups(jobs)
+	groups := b.putGroups(jobs)
 	commitTest(t, s, b)
 	distinct := map[*Group]int{}
 	for i, g := range groups {
@@ -339,7 +339,7 @@ func TestGroupRecordFormats(t *testing.T) {
 				j.Payload = tc.payload(i)
 			}
 			b := NewBatch(false)
-			b.PutGroups(jobs)
+			b.putGroups(jobs)
 			if len(b.ops) != 1 {
 				t.Fatalf("%d writes", len(b.ops))
 			}
@@ -379,7 +379,7 @@ func TestLoadPayloadsThroughGroupCache(t *testing.T) {
 		jobs = append(jobs, testJobPayload(10+i))
 	}
 	b := NewBatch(false)
-	g := b.PutGroups(jobs)[0]
+	g := b.putGroups(jobs)[0]
 	commitTest(t, s, b)
 	load := func() []string {
 		t.Helper()
@@ -408,15 +408,15 @@ func TestLoadPayloadsThroughGroupCache(t *testing.T) {
 		t.Fatal("the group was not cached")
 	}
 	b = NewBatch(false)
-	b.DeleteMember(g, jobs[1].ID, 0, false)
-	b.DeleteMember(g, jobs[4].ID, 0, false)
+	b.deleteMember(g, jobs[1].ID, 0, false)
+	b.deleteMember(g, jobs[4].ID, 0, false)
 	commitTest(t, s, b)
 	if got := strings.Join(load(), ","); got != "10,12,13,15" {
 		t.Fatalf("after two removals: %s", got)
 	}
 	b = NewBatch(false)
 	for _, i := range []int{0, 2, 3, 5} {
-		b.DeleteMember(g, jobs[i].ID, 0, false)
+		b.deleteMember(g, jobs[i].ID, 0, false)
 	}
 	commitTest(t, s, b)
 	if got := load(); len(got) != 0 {
@@ -450,8 +450,8 @@ func TestScanDeletesMarksWithoutGroup(t *testing.T) {
 	defer s.Close()
 	ghost := &Group{first: testJob(5).ID, live: 2}
 	b := NewBatch(false)
-	b.MarkInFlight(ghost, testJob(5).ID, 7)
-	b.PutJob(testJobPayload(9))
+	b.markInFlight(ghost, testJob(5).ID, 7)
+	b.putJob(testJobPayload(9))
 	commitTest(t, s, b)
 	if keys := groupKeys(t, s); len(keys) != 1 {
 		t.Fatalf("keys under g/: %v", keys)

@@ -172,15 +172,6 @@ func (s *Store) cachedGroupOf(txn *badger.Txn, id string) (*cachedGroup, error) 
 
 // ---------------------------------------------------------------- scanning
 
-// Member says how a scanned job is stored.
-type Member struct {
-	// Group is the stored group the job belongs to (nil: stored alone).
-	Group *Group
-	// Override reports that the member has its own record, which the scan
-	// returned (with the group's payload).
-	Override bool
-}
-
 // scannedGroup is a group the scan has read: its members in ID order with
 // the state their marks give.
 type scannedGroup struct {
@@ -251,13 +242,13 @@ func nextGroup(it *badger.Iterator, orphans *[][]byte) (*scannedGroup, error) {
 	return sg, nil
 }
 
-// ScanJobs calls fn for every stored job in ID order, with how it is
+// ScanJobs calls fn for every stored job in ID order, with where it is
 // stored. A job stored alone comes as its record holds it (a payload stored
 // apart is not read: it is nil); a group member comes with its payload and
 // its state, from its own record when it has one. Groups with no member
 // left, which are never written, are deleted if found, and so are marks
 // whose group was never stored (an enqueue whose commit failed).
-func (s *Store) ScanJobs(fn func(*protocol.Job, Member) error) error {
+func (s *Store) ScanJobs(fn func(*protocol.Job, Ref) error) error {
 	var (
 		empty   []*Group // as found on disk, before fn removes anyone
 		orphans [][]byte
@@ -311,7 +302,7 @@ func (s *Store) ScanJobs(fn func(*protocol.Job, Member) error) error {
 					return err
 				}
 				jit.Next()
-				if err := fn(job, Member{}); err != nil {
+				if err := fn(job, Ref{apart: job.Payload == nil}); err != nil {
 					return err
 				}
 			case jid != nil && string(jid) == sg.members[mi].ID:
@@ -323,13 +314,13 @@ func (s *Store) ScanJobs(fn func(*protocol.Job, Member) error) error {
 				job.Payload = sg.members[mi].Payload
 				job.InGroup = true
 				mi++
-				if err := fn(job, Member{Group: sg.g, Override: true}); err != nil {
+				if err := fn(job, Ref{g: sg.g, own: true}); err != nil {
 					return err
 				}
 			default:
 				job := sg.members[mi]
 				mi++
-				if err := fn(job, Member{Group: sg.g}); err != nil {
+				if err := fn(job, Ref{g: sg.g}); err != nil {
 					return err
 				}
 			}

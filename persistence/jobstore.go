@@ -7,8 +7,9 @@ import (
 )
 
 // JobStore is what the engine needs of a store, in its own terms: commit a
-// batch of job and budget writes, rebuild memory at start, and read what
-// memory does not keep (payloads, whole jobs, error records). *Store is the
+// batch of job and budget writes (the job verbs of jobrefs.go: enqueued,
+// dispatched, updated, removed), rebuild memory at start, and read what
+// memory does not keep (payloads for delivery, whole jobs, error records). *Store is the
 // badger implementation; persistence/storetest wraps any JobStore to refuse
 // commits on demand.
 //
@@ -30,8 +31,9 @@ type JobStore interface {
 	LoadCronGroups() ([]StoredCronGroup, error)
 	// LoadBatchLinks returns every batch key's link to its pending job.
 	LoadBatchLinks() (map[string]string, error)
-	// ScanJobs calls fn with every stored job and where it is stored.
-	ScanJobs(fn func(*protocol.Job, Member) error) error
+	// ScanJobs calls fn with every stored job, in ID order, and where it
+	// is stored (the Ref every later verb about the job takes).
+	ScanJobs(fn func(*protocol.Job, Ref) error) error
 	// GetJob reads one job with its payload (protocol.ErrJobNotFound when
 	// absent).
 	GetJob(id string) (*protocol.Job, error)

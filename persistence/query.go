@@ -18,7 +18,7 @@ import (
 // memory and reads records with GetJob).
 func (s *Store) ScanJobsFrom(from string, desc bool, fn func(*protocol.Job) (bool, error)) error {
 	var jobs []*protocol.Job
-	err := s.ScanJobs(func(j *protocol.Job, _ Member) error {
+	err := s.ScanJobs(func(j *protocol.Job, _ Ref) error {
 		if from == "" || (!desc && j.ID > from) || (desc && j.ID < from) {
 			jobs = append(jobs, j)
 		}

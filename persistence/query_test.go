@@ -13,7 +13,7 @@ func TestScanJobsFromAndErrorPages(t *testing.T) {
 	defer s.Close()
 	b := NewBatch(false)
 	for i := 1; i <= 5; i++ {
-		b.PutJob(testJob(i * 10))
+		b.putJob(testJob(i * 10))
 	}
 	for a := uint32(1); a <= 4; a++ {
 		b.PutError(testJob(10).ID, &protocol.ErrorRecord{Attempt: a, Message: fmt.Sprint(a)})

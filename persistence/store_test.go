@@ -41,7 +41,7 @@ func TestGroupCommitConcurrentSubmitters(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < perWriter; i++ {
 				b := NewBatch(i%50 == 0)
-				b.PutJob(testJob(w*perWriter + i))
+				b.putJob(testJob(w*perWriter + i))
 				if err := s.Commit(context.Background(), b); err != nil {
 					t.Errorf("commit: %v", err)
 					return
@@ -57,7 +57,7 @@ func TestGroupCommitConcurrentSubmitters(t *testing.T) {
 	defer s.Close()
 	n := 0
 	prev := ""
-	if err := s.ScanJobs(func(j *protocol.Job, _ Member) error {
+	if err := s.ScanJobs(func(j *protocol.Job, _ Ref) error {
 		if j.ID <= prev {
 			t.Fatalf("scan not in ID order: %s after %s", j.ID, prev)
 		}
@@ -77,11 +77,11 @@ func TestBatchIsAtomicAndOrdered(t *testing.T) {
 	defer s.Close()
 	j := testJob(1)
 	b := NewBatch(false)
-	b.PutJob(j)
+	b.putJob(j)
 	b.PutError(j.ID, &protocol.ErrorRecord{Attempt: 1, Message: "boom"})
 	j2 := *j
 	j2.Attempts = 1
-	b.PutJob(&j2) // later write in the same batch wins
+	b.putJob(&j2) // later write in the same batch wins
 	if err := s.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestBatchIsAtomicAndOrdered(t *testing.T) {
 		t.Fatalf("ListErrors = %+v, %v", errs, err)
 	}
 	d := NewBatch(false)
-	d.DeleteJob(j.ID, 1, false)
+	d.deleteJob(j.ID, 1, false)
 	if err := s.Commit(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestOversizedGroupSplits(t *testing.T) {
 		b := NewBatch(false)
 		j := testJob(i)
 		j.Payload = append([]byte(`"`), append(big, '"')...)
-		b.PutJob(j)
+		b.putJob(j)
 		wg.Add(1)
 		s.Submit(b, func(err error) { errs <- err; wg.Done() })
 	}
@@ -167,15 +167,15 @@ func TestBudgetsRoundTrip(t *testing.T) {
 
 // TestPayloadLivesApart checks a payload stored apart: record rewrites
 // without it leave it alone, GetJob and LoadPayloads join it back, ScanJobs
-// leaves it out, and DeleteJob removes it.
+// leaves it out, and deleteJob removes it.
 func TestPayloadLivesApart(t *testing.T) {
 	s := openTest(t, t.TempDir())
 	defer s.Close()
 	j := testJob(7)
 	b := NewBatch(false)
-	b.PutJobPayloadApart(j)
+	b.putApart(j)
 	inline := testJob(8)
-	b.PutJob(inline)
+	b.putJob(inline)
 	if err := s.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestPayloadLivesApart(t *testing.T) {
 	moved.Payload = nil
 	moved.Status = protocol.StatusInFlight
 	b = NewBatch(false)
-	b.PutJob(&moved)
+	b.putJob(&moved)
 	if err := s.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestPayloadLivesApart(t *testing.T) {
 	if got, err := s.GetJob(inline.ID); err != nil || string(got.Payload) != string(inline.Payload) {
 		t.Fatalf("GetJob of a payload kept inline = %+v, %v", got, err)
 	}
-	_ = s.ScanJobs(func(sj *protocol.Job, _ Member) error {
+	_ = s.ScanJobs(func(sj *protocol.Job, _ Ref) error {
 		if (sj.Payload != nil) != (sj.ID == inline.ID) {
 			t.Errorf("ScanJobs of %s returned payload %q", sj.ID, sj.Payload)
 		}
@@ -205,7 +205,7 @@ func TestPayloadLivesApart(t *testing.T) {
 		t.Fatalf("LoadPayloads = %+v, %v", loaded, err)
 	}
 	b = NewBatch(false)
-	b.DeleteJob(j.ID, 0, true)
+	b.deleteJob(j.ID, 0, true)
 	if err := s.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
@@ -271,14 +271,14 @@ func TestLoadPayloadsMixedBatch(t *testing.T) {
 	defer s.Close()
 	b := NewBatch(false)
 	for i := range 60 {
-		b.PutJobPayloadApart(testJobPayload(i))
+		b.putApart(testJobPayload(i))
 	}
 	if err := s.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	d := NewBatch(false)
 	for i := 0; i < 60; i += 7 {
-		d.DeleteJob(testJobPayload(i).ID, 0, true)
+		d.deleteJob(testJobPayload(i).ID, 0, true)
 	}
 	if err := s.Commit(context.Background(), d); err != nil {
 		t.Fatal(err)
@@ -327,12 +327,12 @@ func TestBadBatchFailsAlone(t *testing.T) {
 	s := openTest(t, t.TempDir())
 	defer s.Close()
 	bad := NewBatch(false)
-	bad.PutGroups([]*protocol.Job{testJob(2), testJob(1)})
+	bad.putGroups([]*protocol.Job{testJob(2), testJob(1)})
 	errs := make(chan error, 3)
 	done := func(err error) { errs <- err }
 	good1, good2 := NewBatch(false), NewBatch(false)
-	good1.PutJob(testJob(10))
-	good2.PutJob(testJob(11))
+	good1.putJob(testJob(10))
+	good2.putJob(testJob(11))
 	s.Submit(good1, done)
 	s.Submit(bad, func(err error) {
 		if err == nil {

@@ -64,11 +64,14 @@ type Job struct {
 	// InGroup reports that the job belongs to a stored job group
 	// (persistence), which holds its payload; it is not part of the
 	// record (and sits in Priority's padding).
-	InGroup     bool       `msgpack:"-"`
+	InGroup bool `msgpack:"-"`
+	// Attempts sits here, not after ReadyAt, so that it fills the padding
+	// after Priority: the struct is then 224 bytes, a smaller allocation
+	// class than 232 (a queued job's largest part in memory).
+	Attempts    uint32     `msgpack:"attempts"`
 	Status      Status     `msgpack:"status"`
 	Payload     []byte     `msgpack:"payload,omitempty"` // nil when only the store holds it
 	ReadyAt     uint64     `msgpack:"ready_at"`
-	Attempts    uint32     `msgpack:"attempts"`
 	RetryLimit  *uint32    `msgpack:"retry_limit,omitempty"`
 	Backoff     *Backoff   `msgpack:"backoff,omitempty"`
 	Retention   *Retention `msgpack:"retention,omitempty"`

@@ -12,7 +12,7 @@ import (
 // reflection and in one allocation at most.
 func AppendJobRecord(dst []byte, j *Job) []byte {
 	dst = append(dst, RecordVersion)
-	n := 7 // id, type, queue, priority, status, ready_at, attempts
+	n := 7 // id, type, queue, priority, attempts, status, ready_at
 	if len(j.Payload) != 0 {
 		n++
 	}
@@ -57,12 +57,12 @@ func AppendJobRecord(dst []byte, j *Job) []byte {
 	dst = mpStr(mpStr(dst, "type"), j.Type)
 	dst = mpStr(mpStr(dst, "queue"), j.Queue)
 	dst = mpUint(mpStr(dst, "priority"), uint64(j.Priority))
+	dst = mpUint(mpStr(dst, "attempts"), uint64(j.Attempts))
 	dst = mpStr(mpStr(dst, "status"), string(j.Status))
 	if len(j.Payload) != 0 {
 		dst = mpBytes(mpStr(dst, "payload"), j.Payload)
 	}
 	dst = mpUint(mpStr(dst, "ready_at"), j.ReadyAt)
-	dst = mpUint(mpStr(dst, "attempts"), uint64(j.Attempts))
 	if j.RetryLimit != nil {
 		dst = mpUint(mpStr(dst, "retry_limit"), uint64(*j.RetryLimit))
 	}

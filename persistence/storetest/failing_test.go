@@ -47,7 +47,7 @@ func TestFailingRefusesCommits(t *testing.T) {
 	ids := protocol.NewIDGenerator()
 	put := func(j *protocol.Job) error {
 		b := persistence.NewBatch(false)
-		b.PutJob(j)
+		b.Enqueued([]*protocol.Job{j}, nil, 0)
 		return f.Commit(context.Background(), b)
 	}
 	f.FailAll(errDiskFull)
