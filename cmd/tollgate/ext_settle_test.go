@@ -23,7 +23,9 @@ func settleJob(t *testing.T, s *servertest.Server, queue, key string, cost int) 
 
 func settleBody(entries ...any) map[string]any { return map[string]any{"settle": entries} }
 
-func settleEntry(key string, cost any) map[string]any { return map[string]any{"key": key, "cost": cost} }
+func settleEntry(key string, cost any) map[string]any {
+	return map[string]any{"key": key, "cost": cost}
+}
 
 // TestExtSettleDebt: a job reserved 5 on a 10-per-second pool of capacity
 // 10 and really used 30. The ack leaves the pool 20 in debt, the state
