@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/protocol"
@@ -163,9 +164,13 @@ func TestJobTimeoutActor(t *testing.T) {
 	b.clock.set(start + 500)
 	b.timers.fireDue()
 	b.waitFor(t, "timed_out and failed", func() bool { return b.count(EventTimedOut, id) == 1 && b.count(EventFailed, id) == 1 })
-	errs, _, err := b.engine.JobErrors(ctx, id, 0, false, false, 10)
-	require.NoError(t, err)
-	require.Len(t, errs, 1)
+	// the server's own failure has no client to answer once it is
+	// durable: wait for its error record to be readable
+	var errs []protocol.ErrorRecord
+	require.Eventually(t, func() bool {
+		errs, _, err = b.engine.JobErrors(ctx, id, 0, false, false, 10)
+		return err == nil && len(errs) == 1
+	}, 10*time.Second, 5*time.Millisecond, "no error record: %v %v", errs, err)
 	require.Equal(t, "timed out after 500 ms", errs[0].Message)
 	require.Equal(t, start, errs[0].DequeuedAt)
 	require.Equal(t, start+500, errs[0].FailedAt)
@@ -175,8 +180,21 @@ func TestJobTimeoutActor(t *testing.T) {
 	require.Equal(t, []string{id}, notFound, "a late success is answered as for a job not in flight")
 
 	b.clock.set(start + 500 + 1000) // the backoff: 1^0 s
-	b.timers.fireDue()
-	retry := recv()
+	// the scheduler arms its timer when its message arrives: fire what is
+	// due until the retry comes
+	var retry protocol.Job
+	assert.Eventually(t, func() bool {
+		b.timers.fireDue()
+		select {
+		case retry = <-delivered:
+			return true
+		default:
+			return false
+		}
+	}, 10*time.Second, 5*time.Millisecond, "no retry delivered")
+	if retry.ID == "" {
+		b.waitFor(t, "the retry dispatched", func() bool { return b.count(EventDispatched, id) == 2 })
+	}
 	require.Equal(t, id, retry.ID)
 	require.Equal(t, uint32(1), retry.Attempts)
 }
