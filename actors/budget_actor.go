@@ -135,7 +135,12 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		a.armedAt, a.armedNs = 0, 0
 		a.cancelTimer = nil
 		a.traceTimer(EventTimerFired, due, now)
+		a.traceHoldEnd(now)
 		a.wake(ctx, a.core.evaluate(a.nowNs), "refill", now)
+	case *HoldBudget:
+		a.onHold(ctx, m, now)
+	case *budgetIdleQuery:
+		a.onIdleQuery(m)
 	case *budgetBatch:
 		for _, inner := range m.Msgs {
 			a.handle(ctx, inner, now)

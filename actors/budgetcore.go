@@ -59,6 +59,9 @@ type budgetCore struct {
 	wakeNs uint64
 	wakeAt uint64
 
+	// pause is the budget's hold, if any (budget_hold.go)
+	pause budgetPause
+
 	// counters for observation
 	dispatches uint64
 	refusals   uint64
@@ -146,7 +149,7 @@ func (b *budgetCore) reserve(now uint64, job JobRef, commit bool) reserveOutcome
 	b.settle(now)
 	// (A job never asks a budget it holds on: the queue releases its holds
 	// before the job can reserve anew, and messages keep their order.)
-	if h, ok := b.head(); !ok || refLess(job, h) {
+	if h, ok := b.head(); (!ok || refLess(job, h)) && !b.paused(now) {
 		if b.free()+tokenEpsilon >= float64(job.Cost) {
 			if commit {
 				b.debit(job.Cost)
@@ -277,7 +280,7 @@ func (b *budgetCore) evaluate(now uint64) []string {
 	b.settle(now)
 	free := b.free()
 	var woken []string
-	for {
+	for !b.paused(now) {
 		h, ok := b.head()
 		if !ok || free+tokenEpsilon < float64(h.Cost) {
 			break
@@ -295,6 +298,7 @@ func (b *budgetCore) evaluateTimer() { b.setTimer(b.free()) }
 
 func (b *budgetCore) setTimer(free float64) {
 	b.wakeAt, b.wakeNs = 0, 0
+	defer b.holdTimer() // a hold ending later moves the moment (budget_hold.go)
 	if b.def.Strategy.Type != protocol.TimeBased {
 		return
 	}

@@ -306,6 +306,7 @@ func (a *budgetActor) affordableAt(need, free float64, now uint64) uint64 {
 func (a *budgetActor) observeState(s *BudgetState, now uint64) {
 	s.Definition = a.core.def
 	s.At = now
+	s.HeldUntil = a.core.heldUntil(a.nowNs)
 	if h, ok := a.core.head(); ok {
 		s.HeadQueue = h.Queue
 		s.HeadAffordableAt = a.affordableAt(float64(h.Cost), s.Tokens, now)
@@ -334,7 +335,7 @@ func (a *budgetActor) waiting(jobID string, priority uint16, now uint64) *JobWai
 		Budget:       a.core.key,
 		Cost:         ref.Cost,
 		Position:     pos,
-		AffordableAt: a.affordableAt(need, free, now),
+		AffordableAt: a.core.holdExpected(a.nowNs, a.affordableAt(need, free, now), free+tokenEpsilon >= need),
 	}}
 }
 
@@ -408,7 +409,7 @@ type QueueMetrics struct {
 
 // metrics answers a MetricsRequest. It walks every job the queue
 // actor holds (O(jobs), once per scrape).
-func (e *queueCore) metrics(now uint64) *metricsSnapshot {
+func (e *queueCore) metrics(now uint64, m *MetricsRequest) *metricsSnapshot {
 	per := make(map[string]*QueueMetrics)
 	get := func(q string) *QueueMetrics {
 		m := per[q]
@@ -452,15 +453,12 @@ func (e *queueCore) metrics(now uint64) *metricsSnapshot {
 		m.Wait, m.Run = c.wait, c.run
 		m.Folded, m.Sealed = c.folded, c.sealed
 	}
-	snap := &metricsSnapshot{Streams: len(e.streams), Budgets: make([]string, 0, len(e.budgets))}
+	snap := &metricsSnapshot{Streams: len(e.streams)}
 	for _, m := range per {
 		snap.Queues = append(snap.Queues, *m)
 	}
 	sort.Slice(snap.Queues, func(i, j int) bool { return snap.Queues[i].Queue < snap.Queues[j].Queue })
-	for k := range e.budgets {
-		snap.Budgets = append(snap.Budgets, k)
-	}
-	sort.Strings(snap.Budgets)
+	snap.Budgets, snap.BudgetTotals = e.budgetSeries(now, m.BudgetSeries) // budget_metrics.go
 	return snap
 }
 
@@ -492,13 +490,18 @@ type JobWaitingResponse struct{ Waiting *protocol.Waiting }
 
 // MetricsRequest asks the queue actor for job counts, traffic counters and
 // the budget keys.
-type MetricsRequest struct{}
+type MetricsRequest struct {
+	// BudgetSeries bounds the budgets whose state is gathered to those
+	// with the most unfinished jobs bound (0: every budget).
+	BudgetSeries int
+}
 
 // metricsSnapshot answers a MetricsRequest.
 type metricsSnapshot struct {
-	Queues  []QueueMetrics
-	Budgets []string
-	Streams int
+	Queues       []QueueMetrics
+	Budgets      []string
+	BudgetTotals BudgetTotals
+	Streams      int
 }
 
 // parkedJobQuery is JobWaitingRequest as the budget actor receives it.
@@ -537,17 +540,25 @@ func (e *Engine) addWaiting(ctx context.Context, j *protocol.Job, v *protocol.Jo
 // Metrics is what the metrics endpoint reports, gathered from the actors
 // when asked.
 type Metrics struct {
-	Queues      []QueueMetrics // by queue name
-	Budgets     []BudgetState  // by key
-	Streams     int            // open take streams
-	Subscribers int            // open trace subscriptions
+	Queues  []QueueMetrics // by queue name
+	Budgets []BudgetState  // by key (with a bound: only the busiest, see MetricsRequest)
+	// BudgetTotals counts over every budget, whatever the bound.
+	BudgetTotals BudgetTotals
+	Streams      int // open take streams
+	Subscribers  int // open trace subscriptions
 }
 
 // Metrics asks the queue actor for its counts and every budget actor for
 // its state (all budgets at once, then waits for each answer). A budget
 // deleted in between is left out.
 func (e *Engine) Metrics(ctx context.Context) (*Metrics, error) {
-	res, err := e.call(ctx, &MetricsRequest{})
+	return e.MetricsBounded(ctx, 0)
+}
+
+// MetricsBounded is Metrics with the per-budget states bounded to the
+// budgetSeries budgets with the most unfinished jobs bound (0: all).
+func (e *Engine) MetricsBounded(ctx context.Context, budgetSeries int) (*Metrics, error) {
+	res, err := e.call(ctx, &MetricsRequest{BudgetSeries: budgetSeries})
 	if err != nil {
 		return nil, err
 	}
@@ -556,6 +567,6 @@ func (e *Engine) Metrics(ctx context.Context) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Metrics{Queues: snap.Queues, Budgets: states, Streams: snap.Streams, Subscribers: e.tracer.Subscribers()}
+	m := &Metrics{Queues: snap.Queues, Budgets: states, BudgetTotals: snap.BudgetTotals, Streams: snap.Streams, Subscribers: e.tracer.Subscribers()}
 	return m, nil
 }

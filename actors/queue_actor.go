@@ -47,6 +47,8 @@ type queueActor struct {
 	toBudgets []*outLink[budgetMsg]
 	stats     StartupStats
 	loadErr   error
+	// collectCancel cancels the armed collect timer (budget_collect.go).
+	collectCancel func()
 }
 
 // loadChunkBytes and loadChunkWrites bound one commit of the writes made
@@ -74,6 +76,9 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	a.ctx = ctx
 	now := millis(a.clock.Now())
 	a.handle(ctx, ctx.Message(), now)
+	if a.eng != nil {
+		a.eng.flushIdle(now) // budget_collect.go
+	}
 	flushLinks(ctx, &a.toBudgets, newBudgetBatch)
 	a.flushCrons(ctx)
 }
@@ -204,7 +209,16 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 			reply(&DeletedResponse{Deleted: n})
 		})
 	case *MetricsRequest:
-		ctx.Respond(a.eng.metrics(now))
+		ctx.Respond(a.eng.metrics(now, m))
+	case *PutHold:
+		a.eng.putHold(now, m, a.replier(ctx))
+	case *DeleteHold:
+		a.eng.deleteHold(now, m, a.replier(ctx))
+	case *budgetIdleAnswer:
+		a.eng.onBudgetIdle(now, m)
+	case *collectTick:
+		a.collectCancel = nil
+		a.eng.onCollectTick(now)
 	default:
 		a.log.Warn("queue actor: unknown message", "type", fmt.Sprintf("%T", m))
 	}
@@ -244,6 +258,12 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	for _, b := range budgets {
 		a.eng.loadBudget(*b)
 	}
+	extras, err := a.store.LoadBudgetExtras()
+	if err != nil {
+		a.loadErr = err
+		return
+	}
+	a.eng.loadBudgetExtras(now, extras)
 	crons, err := a.store.LoadCronGroups()
 	if err != nil {
 		a.loadErr = err
@@ -274,6 +294,7 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 		return
 	}
 	a.eng.finishLoad()
+	a.eng.considerLoaded(now)
 	links, err := a.store.LoadBatchLinks()
 	if err != nil {
 		a.loadErr = err
