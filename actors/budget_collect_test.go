@@ -128,3 +128,28 @@ func TestCollectOffByDefault(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestBudgetSeriesBound checks the /metrics bound: the budgets with the most
+// unfinished jobs bound, in key order, and totals over every budget.
+func TestBudgetSeriesBound(t *testing.T) {
+	e, _ := testEngine(EngineConfig{})
+	def := whileInFlight(10)
+	for i, key := range []string{"a", "b", "c", "d"} {
+		for range i % 3 { // a:0 b:1 c:2 d:0
+			enqueueID(t, e, 1000, tenantJob(key, def))
+		}
+		if e.budgets[key] == nil {
+			e.createBudget(1000, &CreateBudget{Key: key, Definition: def}, noReply)
+		}
+	}
+	keys, tot := e.budgetSeries(1000, 2)
+	if len(keys) != 2 || keys[0] != "b" || keys[1] != "c" {
+		t.Fatalf("bounded series %v, want [b c]", keys)
+	}
+	if tot.Budgets != 4 || tot.BoundJobs != 3 {
+		t.Fatalf("totals %+v, want 4 budgets and 3 bound jobs", tot)
+	}
+	if keys, _ := e.budgetSeries(1000, 0); len(keys) != 4 || keys[0] != "a" {
+		t.Fatalf("unbounded series %v", keys)
+	}
+}

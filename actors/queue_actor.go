@@ -156,6 +156,8 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 		ctx.Respond(res)
 	case *ListBudgets:
 		ctx.Respond(a.eng.listBudgets())
+	case *BudgetPage:
+		ctx.Respond(a.eng.budgetPage(m))
 	case *CreateBudget:
 		a.eng.createBudget(now, m, a.replier(ctx))
 	case *PatchBudget:
