@@ -24,11 +24,13 @@ const (
 	scenarioCeiling     = "ceiling"
 	scenarioCron        = "cron"
 	scenarioBatch       = "batch"
+	scenarioTenants     = "tenants"
 )
 
 var scenarioNames = []string{
 	scenarioLifecycle, scenarioInflight, scenarioRate, scenarioMulti,
 	scenarioManyBudgets, scenarioBacklog, scenarioRestart, scenarioCeiling, scenarioCron, scenarioBatch,
+	scenarioTenants,
 }
 
 // Config is everything one run needs. Zero values are filled in by
@@ -158,6 +160,10 @@ var scenarioDefaults = map[string]defaults{
 	// * (10 held + 100 parked) = 901,120 jobs.
 	scenarioManyBudgets: {"budget-alloc": "10", "batch": "1000", "idle-timeout": "30s", "timeout": "10m"},
 	scenarioBacklog:     {"jobs": "1000000", "batch": "1000", "idle-timeout": "30s", "timeout": "10m"},
+	// many-budgets' phases with one time_based budget per tenant, made by
+	// create_with, and one job each; then the idle budgets are collected
+	// (tenants.go).
+	scenarioTenants: {"budgets": "100000", "budget-alloc": "1", "parked": "0", "batch": "1000", "idle-timeout": "30s", "timeout": "15m"},
 	// Paced faster than the workers drain (4*100 slots / 40 ms = 10000/s),
 	// so that the kill finds both a backlog and jobs in flight.
 	scenarioRestart: {"jobs": "100000", "enqueue-rate": "20000", "sleep": "40ms"},
@@ -172,6 +178,7 @@ var tinyDefaults = map[string]defaults{
 	scenarioInflight:    {"jobs": "200", "budget-alloc": "4", "sleep": "20ms"},
 	scenarioRate:        {"jobs": "300", "budget-alloc": "100", "budget-duration": "1s", "prefetch": "100"},
 	scenarioManyBudgets: {"budgets": "256", "parked": "20"},
+	scenarioTenants:     {"budgets": "2000"},
 	scenarioBacklog:     {"jobs": "5000", "batch": "500"},
 	scenarioRestart:     {"jobs": "4000", "enqueue-rate": "2000", "sleep": "100ms", "idle-timeout": "10s"},
 	scenarioCron:        {"cron-entries": "200", "cron-group-size": "100", "cron-install": "2000", "duration": "3s"},
@@ -320,9 +327,10 @@ func (c *Config) heldPerBudget() int {
 //     budgets*held jobs are in flight, and the jobs behind it would wait
 //     for the cap, not park on their budgets.
 func (c *Config) deriveManyBudgets(set map[string]bool) error {
-	if c.Scenario != scenarioManyBudgets {
+	if c.Scenario != scenarioManyBudgets && c.Scenario != scenarioTenants {
 		return nil
 	}
+	c.tenantFlags()
 	if set["jobs"] || set["duration"] {
 		return errors.New("many-budgets derives the number of jobs from --budgets, --budget-alloc/--cost and --parked: drop --jobs and --duration")
 	}
