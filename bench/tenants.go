@@ -29,7 +29,11 @@ type TenantsReport struct {
 	// CollectS is from the end of the drain to the moment none was left.
 	CollectS        float64 `json:"collect_s"`
 	RSSCollectedMiB float64 `json:"rss_collected_mib"` // settled RSS once collected
-	Failed          string  `json:"failed,omitempty"`
+	// RSSLaterMiB is the lowest RSS read over --collect-wait after that
+	// (the runtime gives freed pages back after a collection, and with
+	// nothing allocating the next one is its periodic one, every 2 min).
+	RSSLaterMiB float64 `json:"rss_later_mib,omitempty"`
+	Failed      string  `json:"failed,omitempty"`
 }
 
 // tenantFlags gives a started server what tenants needs: no budget limit
@@ -110,6 +114,16 @@ func (r *runner) measureCollected(ctx context.Context, proc *serverProc) *Tenant
 	}
 	rss, _ := r.settledRSS(ctx, proc)
 	tr.RSSCollectedMiB = mib(rss)
+	if proc != nil && r.cfg.CollectWait > 0 {
+		low := rss
+		end := time.Now().Add(r.cfg.CollectWait)
+		for time.Now().Before(end) && sleepCtx(ctx, time.Second) == nil {
+			if s, ok := proc.sample(); ok && s.rss < low {
+				low = s.rss
+			}
+		}
+		tr.RSSLaterMiB = mib(low)
+	}
 	r.log.Info("tenants collected", "seconds", tr.CollectS, "rss_collected_mib", tr.RSSCollectedMiB)
 	return tr
 }
