@@ -152,7 +152,7 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *budgetLineQuery:
 		ctx.Respond(a.line(m.Limit))
 	default:
-		a.log.Warn("budget actor: unknown message", "type", fmt.Sprintf("%T", m))
+		a.log.Warn("budget actor: unknown message", "budget", a.core.key, "type", fmt.Sprintf("%T", m))
 	}
 }
 

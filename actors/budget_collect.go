@@ -22,6 +22,7 @@
 package actors
 
 import (
+	"log/slog"
 	"math"
 
 	"github.com/google/btree"
@@ -382,4 +383,12 @@ func (a *queueActor) armCollect(at uint64) {
 		due = at * nsPerMs
 	}
 	a.collectCancel = a.timers.SendOnce(delayUntilNs(due, a.clock.Now()), a.self, &collectTick{})
+}
+
+// budgetLog is the logger the budget actors share.
+func (a *queueActor) budgetLog() *slog.Logger {
+	if a.budgetLogger == nil { // a queue actor made without one (tests)
+		a.budgetLogger = a.log
+	}
+	return a.budgetLogger
 }

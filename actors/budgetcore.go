@@ -74,7 +74,6 @@ func newBudgetCore(key string, def protocol.Definition, now uint64, consumed fun
 	b := &budgetCore{
 		key:      key,
 		def:      def,
-		holds:    make(map[string]uint32),
 		parked:   newOrderedSet(refLess),
 		consumed: consumed,
 	}
@@ -154,6 +153,9 @@ func (b *budgetCore) reserve(now uint64, job JobRef, commit bool) reserveOutcome
 			if commit {
 				b.debit(job.Cost)
 			} else {
+				if b.holds == nil { // made on first use: most budgets of many never hold
+					b.holds = make(map[string]uint32)
+				}
 				b.holds[job.ID] = job.Cost
 				b.held += uint64(job.Cost)
 			}

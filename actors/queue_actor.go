@@ -49,6 +49,9 @@ type queueActor struct {
 	loadErr   error
 	// collectCancel cancels the armed collect timer (budget_collect.go).
 	collectCancel func()
+	// budgetLogger is the logger every budget actor shares (a logger of
+	// its own, with its key, cost each budget a few hundred bytes).
+	budgetLogger *slog.Logger
 }
 
 // loadChunkBytes and loadChunkWrites bound one commit of the writes made
@@ -346,7 +349,7 @@ func (a *queueActor) spawnBudget(b protocol.Budget) {
 	core := newBudgetCore(b.Key, b.Definition(), nanos(a.clock.Now()), a.consumed.has)
 	epoch := a.eng.epoch
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer, epoch: epoch}
+		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.budgetLog(), tracer: a.tracer, epoch: epoch}
 	})
 	a.budgets[b.Key] = &outLink[budgetMsg]{pid: a.ctx.Spawn(props)}
 }
