@@ -392,3 +392,14 @@ func (a *queueActor) budgetLog() *slog.Logger {
 	}
 	return a.budgetLogger
 }
+
+// stopBudgetActors stops every budget actor, as a parent stops its
+// children, when the queue actor stops or restarts (the budget actors are
+// spawned from the root: spawnBudget).
+func (a *queueActor) stopBudgetActors() {
+	for key, l := range a.budgets {
+		a.root.Stop(l.pid)
+		delete(a.budgets, key)
+	}
+	a.toBudgets = a.toBudgets[:0]
+}

@@ -44,6 +44,9 @@ func BenchmarkIdleBudgetMemory(b *testing.B) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	after := heapInUse()
+	if path := os.Getenv("TOLLGATE_BENCH_HEAPPROFILE_AFTER"); path != "" {
+		writeHeapProfile(b, path)
+	}
 	b.ReportMetric(float64(loaded-base)/float64(budgets), "B/budget")
 	b.ReportMetric(float64(int64(after)-int64(base))/float64(budgets), "B/deleted-budget")
 }

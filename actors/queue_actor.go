@@ -90,9 +90,11 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.start(ctx, now)
-	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
-		// A child (budget actor, scheduler) stopped: budget deletion and
-		// shutdown stop them on purpose.
+	case *actor.Stopping, *actor.Restarting:
+		a.stopBudgetActors() // they are not its children (spawnBudget)
+	case *actor.Stopped, *actor.Terminated:
+		// A child (scheduler, cron actor) stopped: shutdown stops them on
+		// purpose.
 	case *startupStatsRequest:
 		if a.loadErr != nil {
 			ctx.Respond(a.loadErr)
@@ -351,7 +353,11 @@ func (a *queueActor) spawnBudget(b protocol.Budget) {
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.budgetLog(), tracer: a.tracer, epoch: epoch}
 	})
-	a.budgets[b.Key] = &outLink[budgetMsg]{pid: a.ctx.Spawn(props)}
+	// Spawned from the root, not as the queue actor's child: a parent's
+	// set of children keeps, past its length, pointers to children that
+	// stopped, and each stopped budget's PID would hold its whole actor in
+	// memory (the queue actor stops its budgets itself: stopBudgetActors).
+	a.budgets[b.Key] = &outLink[budgetMsg]{pid: a.root.Spawn(props)}
 }
 
 func (a *queueActor) stopBudget(key string) {
