@@ -77,9 +77,19 @@ func TestCollectRules(t *testing.T) {
 	if e.budgets["t"] == nil {
 		t.Fatal("collected on a stale answer")
 	}
+	sub := e.tracer.SubscribeFiltered(16, TraceFilter{Budgets: []string{"t"}})
+	defer sub.Close()
 	e.onBudgetIdle(5000+ttl, &budgetIdleAnswer{Key: "t", At: 5000, gen: gen, epoch: e.epoch})
 	if e.budgets["t"] != nil || e.collect.collected != 1 {
 		t.Fatal("a budget fresh for the TTL was not collected")
+	}
+	select {
+	case ev := <-sub.C:
+		if ev.Kind != EventBudgetCollected || ev.Budget != "t" {
+			t.Fatalf("traced %+v, want budget_collected of t", ev)
+		}
+	default:
+		t.Fatal("the collection was not traced")
 	}
 	// create_with makes it again, from the request's definition
 	id = enqueueID(t, e, 20_000, tenantJob("t", whileInFlight(3)))
