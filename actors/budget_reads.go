@@ -21,6 +21,7 @@ func (b *budgetCore) state(now uint64) *BudgetState {
 		Definition: b.def,
 
 		Settlements: b.settlements,
+		HeldUntil:   b.heldUntil(now),
 		At:          now / nsPerMs,
 	}
 	if h, ok := b.head(); ok {
@@ -69,17 +70,18 @@ func (b *budgetCore) affordableAt(now uint64, need, free float64) uint64 {
 
 // waiting answers where a parked job stands: its place in line and, on a
 // time_based budget, when the tokens for it and every job ahead of it will
-// have dripped in.
+// have dripped in, or the end of a hold when that is later.
 func (b *budgetCore) waiting(now uint64, jobID string, priority uint16) *JobWaitingResponse {
 	pos, need, ref, ok := b.position(jobID, priority)
 	if !ok {
 		return &JobWaitingResponse{}
 	}
+	free := b.tokens(now)
 	return &JobWaitingResponse{Waiting: &protocol.Waiting{
 		Budget:       b.key,
 		Cost:         ref.Cost,
 		Position:     pos,
-		AffordableAt: b.affordableAt(now, need, b.tokens(now)),
+		AffordableAt: b.holdExpected(now, b.affordableAt(now, need, free), free+tokenEpsilon >= need),
 	}}
 }
 

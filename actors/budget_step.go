@@ -32,11 +32,12 @@ type stepOutput struct {
 	unhandled            budgetMsg // a message step has no case for
 }
 
-// budgetSend is one message for the queue actor: a reservation's answer, or
-// (woken set) jobs handed back.
+// budgetSend is one message for the queue actor: a reservation's answer,
+// (woken set) jobs handed back, or (other set) any other message.
 type budgetSend struct {
 	answer ReserveResponse
 	woken  *JobsWoken
+	other  queueMsg
 }
 
 // reset empties o for the next step, keeping its buffers and trace.
@@ -79,6 +80,10 @@ func (b *budgetCore) step(now uint64, msg budgetMsg, out *stepOutput) {
 		b.wake(now, out, woken, "release")
 	case *SettleCost:
 		b.onSettle(now, m, out)
+	case *HoldBudget:
+		b.onHold(now, m, out)
+	case *budgetIdleQuery:
+		b.onIdleQuery(now, m, out)
 	case *UnparkJob:
 		woken := b.unpark(now, m.JobID, m.Priority)
 		b.traceJob(out, now, EventUnparked, m.JobID)
@@ -136,6 +141,7 @@ func (b *budgetCore) onWake(now uint64, m *budgetWake, out *stepOutput) {
 	b.armedNs, b.armedAt = 0, 0
 	out.fired = true
 	b.traceTimer(out, now, EventTimerFired, due)
+	b.traceHoldEnd(now, out)
 	b.wake(now, out, b.evaluate(now), "refill")
 }
 
@@ -200,6 +206,10 @@ func applyStep(out *stepOutput, sh budgetShell, tracer *Tracer) {
 		s := &out.sends[i]
 		if s.woken != nil {
 			sh.send(s.woken)
+			continue
+		}
+		if s.other != nil {
+			sh.send(s.other)
 			continue
 		}
 		r := sh.newAnswer()

@@ -77,6 +77,8 @@ type budgetCore struct {
 	// and its generation; a budgetWake of another generation is stale.
 	armedNs, armedAt uint64
 	timerGen         uint64
+	// pause is the budget's hold, if any (budget_hold.go)
+	pause budgetPause
 
 	// counters for observation
 	dispatches  uint64
@@ -98,7 +100,6 @@ func newBudgetCore(key string, def protocol.Definition, now uint64, consumed fun
 		def:         def,
 		incarnation: budgetIncarnations.Add(1),
 		name:        "budget/" + key,
-		holds:       make(map[string]uint32),
 		parked:      newOrderedSet(refLess),
 		consumed:    consumed,
 	}
@@ -173,11 +174,14 @@ func (b *budgetCore) reserve(now uint64, job JobRef, commit bool) reserveOutcome
 	b.settle(now)
 	// (A job never asks a budget it holds on: the queue releases its holds
 	// before the job can reserve anew, and messages keep their order.)
-	if h, ok := b.head(); !ok || refLess(job, h) {
+	if h, ok := b.head(); (!ok || refLess(job, h)) && !b.paused(now) {
 		if b.free()+tokenEpsilon >= float64(job.Cost) {
 			if commit {
 				b.debit(job.Cost)
 			} else {
+				if b.holds == nil { // made on first use: most budgets of many never hold
+					b.holds = make(map[string]uint32)
+				}
 				b.holds[job.ID] = job.Cost
 				b.held += uint64(job.Cost)
 			}
@@ -304,7 +308,7 @@ func (b *budgetCore) evaluate(now uint64) []string {
 	b.settle(now)
 	free := b.free()
 	var woken []string
-	for {
+	for !b.paused(now) {
 		h, ok := b.head()
 		if !ok || free+tokenEpsilon < float64(h.Cost) {
 			break
@@ -322,6 +326,7 @@ func (b *budgetCore) evaluateTimer() { b.setTimer(b.free()) }
 
 func (b *budgetCore) setTimer(free float64) {
 	b.wakeAt, b.wakeNs = 0, 0
+	defer b.holdTimer() // a hold ending later moves the moment (budget_hold.go)
 	if b.def.Strategy.Type != protocol.TimeBased {
 		return
 	}

@@ -189,9 +189,11 @@ func (e *queueCore) resolveBindings(now uint64, nj *protocol.NewJob, created map
 func (e *queueCore) createBudgets(created map[string]*protocol.Budget, order []string, batch *persistence.Batch) {
 	for _, key := range order {
 		b := *created[key]
-		e.budgets[key] = &budgetEntry{budget: b, bound: make(map[uint32]int)}
+		be := &budgetEntry{budget: b, bound: make(map[uint32]int)}
+		e.budgets[key] = be
 		e.out.spawnBudget(b)
 		batch.PutBudget(&b)
+		e.madeOnTheFly(be, batch)
 	}
 }
 
@@ -225,7 +227,9 @@ func (e *queueCore) unbind(j *protocol.Job) {
 			} else if be.bound[b.Cost]--; be.bound[b.Cost] <= 0 {
 				delete(be.bound, b.Cost)
 			}
-			be.boundTotal--
+			if be.boundTotal--; be.boundTotal == 0 {
+				e.unbound(be)
+			}
 		}
 	}
 }

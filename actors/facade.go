@@ -93,16 +93,17 @@ func Start(cfg Config) (*Engine, error) {
 		cfg.Timers = NewActorTimers(system.Root)
 	}
 	qa := &queueActor{
-		cfg:       cfg.Engine.WithDefaults(),
-		store:     cfg.Store,
-		clock:     cfg.Clock,
-		timers:    cfg.Timers,
-		log:       log.With("component", "queue"),
-		tracer:    cfg.Tracer,
-		consumed:  newConsumedSet(),
-		root:      system.Root,
-		cronStats: &CronStats{},
-		folds:     newFolder(),
+		cfg:          cfg.Engine.WithDefaults(),
+		store:        cfg.Store,
+		clock:        cfg.Clock,
+		timers:       cfg.Timers,
+		log:          log.With("component", "queue"),
+		budgetLogger: log.With("component", "budget"),
+		tracer:       cfg.Tracer,
+		consumed:     newConsumedSet(),
+		root:         system.Root,
+		cronStats:    &CronStats{},
+		folds:        newFolder(),
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return qa },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(3, time.Minute, actor.DefaultDecider)))

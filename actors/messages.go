@@ -135,6 +135,7 @@ type BudgetState struct {
 	At               uint64 // when Tokens was settled (Unix ms)
 	HeadQueue        string
 	HeadAffordableAt uint64 // time_based: when the head's cost is covered (0: no head, or while_in_flight)
+	HeldUntil        uint64 // the end of the hold in force (Unix ms; 0: none), SPEC §10.2
 }
 
 // Requests the facade sends to the queue actor. Each is answered (after

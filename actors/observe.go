@@ -349,7 +349,7 @@ type QueueMetrics struct {
 
 // metrics answers a MetricsRequest. It walks every job the queue
 // actor holds (O(jobs), once per scrape).
-func (e *queueCore) metrics(now uint64) *metricsSnapshot {
+func (e *queueCore) metrics(now uint64, m *MetricsRequest) *metricsSnapshot {
 	per := make(map[string]*QueueMetrics)
 	get := func(q string) *QueueMetrics {
 		m := per[q]
@@ -394,15 +394,12 @@ func (e *queueCore) metrics(now uint64) *metricsSnapshot {
 		m.Folded, m.Sealed = c.folded, c.sealed
 		m.TimedOut = c.timedOut
 	}
-	snap := &metricsSnapshot{Streams: len(e.streams), Budgets: make([]string, 0, len(e.budgets))}
+	snap := &metricsSnapshot{Streams: len(e.streams)}
 	for _, m := range per {
 		snap.Queues = append(snap.Queues, *m)
 	}
 	sort.Slice(snap.Queues, func(i, j int) bool { return snap.Queues[i].Queue < snap.Queues[j].Queue })
-	for k := range e.budgets {
-		snap.Budgets = append(snap.Budgets, k)
-	}
-	sort.Strings(snap.Budgets)
+	snap.Budgets, snap.BudgetTotals = e.budgetSeries(now, m.BudgetSeries) // budget_metrics.go
 	return snap
 }
 
@@ -434,13 +431,18 @@ type JobWaitingResponse struct{ Waiting *protocol.Waiting }
 
 // MetricsRequest asks the queue actor for job counts, traffic counters and
 // the budget keys.
-type MetricsRequest struct{}
+type MetricsRequest struct {
+	// BudgetSeries bounds the budgets whose state is gathered to those
+	// with the most unfinished jobs bound (0: every budget).
+	BudgetSeries int
+}
 
 // metricsSnapshot answers a MetricsRequest.
 type metricsSnapshot struct {
-	Queues  []QueueMetrics
-	Budgets []string
-	Streams int
+	Queues       []QueueMetrics
+	Budgets      []string
+	BudgetTotals BudgetTotals
+	Streams      int
 }
 
 // parkedJobQuery is JobWaitingRequest as the budget actor receives it.
@@ -479,17 +481,25 @@ func (e *Engine) addWaiting(ctx context.Context, j *protocol.Job, v *protocol.Jo
 // Metrics is what the metrics endpoint reports, gathered from the actors
 // when asked.
 type Metrics struct {
-	Queues      []QueueMetrics // by queue name
-	Budgets     []BudgetState  // by key
-	Streams     int            // open take streams
-	Subscribers int            // open trace subscriptions
+	Queues  []QueueMetrics // by queue name
+	Budgets []BudgetState  // by key (with a bound: only the busiest, see MetricsRequest)
+	// BudgetTotals counts over every budget, whatever the bound.
+	BudgetTotals BudgetTotals
+	Streams      int // open take streams
+	Subscribers  int // open trace subscriptions
 }
 
 // Metrics asks the queue actor for its counts and every budget actor for
 // its state (all budgets at once, then waits for each answer). A budget
 // deleted in between is left out.
 func (e *Engine) Metrics(ctx context.Context) (*Metrics, error) {
-	res, err := e.call(ctx, &MetricsRequest{})
+	return e.MetricsBounded(ctx, 0)
+}
+
+// MetricsBounded is Metrics with the per-budget states bounded to the
+// budgetSeries budgets with the most unfinished jobs bound (0: all).
+func (e *Engine) MetricsBounded(ctx context.Context, budgetSeries int) (*Metrics, error) {
+	res, err := e.call(ctx, &MetricsRequest{BudgetSeries: budgetSeries})
 	if err != nil {
 		return nil, err
 	}
@@ -498,6 +508,6 @@ func (e *Engine) Metrics(ctx context.Context) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Metrics{Queues: snap.Queues, Budgets: states, Streams: snap.Streams, Subscribers: e.tracer.Subscribers()}
+	m := &Metrics{Queues: snap.Queues, Budgets: states, BudgetTotals: snap.BudgetTotals, Streams: snap.Streams, Subscribers: e.tracer.Subscribers()}
 	return m, nil
 }

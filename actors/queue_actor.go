@@ -53,6 +53,11 @@ type queueActor struct {
 	incarnations map[string]uint64
 	stats        StartupStats
 	loadErr      error
+	// collectCancel cancels the armed collect timer (budget_collect.go).
+	collectCancel func()
+	// budgetLogger is the logger every budget actor shares (a logger of
+	// its own, with its key, cost each budget a few hundred bytes).
+	budgetLogger *slog.Logger
 }
 
 // loadChunkBytes and loadChunkWrites bound one commit of the writes made
@@ -80,6 +85,9 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	a.ctx = ctx
 	now := millis(a.clock.Now())
 	a.handle(ctx, ctx.Message(), now)
+	if a.eng != nil {
+		a.eng.flushIdle(now) // budget_collect.go
+	}
 	flushLinks(ctx, &a.toBudgets, newBudgetBatch)
 	a.flushCrons(ctx)
 	a.syncTimeoutTimer(ctx)
@@ -89,9 +97,11 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.start(ctx, now)
-	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
-		// A child (budget actor, scheduler) stopped: budget deletion and
-		// shutdown stop them on purpose.
+	case *actor.Stopping, *actor.Restarting:
+		a.stopBudgetActors() // they are not its children (spawnBudget)
+	case *actor.Stopped, *actor.Terminated:
+		// A child (scheduler, cron actor) stopped: shutdown stops them on
+		// purpose.
 	case *startupStatsRequest:
 		if a.loadErr != nil {
 			ctx.Respond(a.loadErr)
@@ -164,6 +174,8 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 		ctx.Respond(res)
 	case *ListBudgets:
 		ctx.Respond(a.eng.listBudgets())
+	case *BudgetPage:
+		ctx.Respond(a.eng.budgetPage(m))
 	case *CreateBudget:
 		a.eng.createBudget(now, m, a.replier(ctx))
 	case *PatchBudget:
@@ -217,7 +229,16 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 			reply(&DeletedResponse{Deleted: n})
 		})
 	case *MetricsRequest:
-		ctx.Respond(a.eng.metrics(now))
+		ctx.Respond(a.eng.metrics(now, m))
+	case *PutHold:
+		a.eng.putHold(now, m, a.replier(ctx))
+	case *DeleteHold:
+		a.eng.deleteHold(now, m, a.replier(ctx))
+	case *budgetIdleAnswer:
+		a.eng.onBudgetIdle(now, m)
+	case *collectTick:
+		a.collectCancel = nil
+		a.eng.onCollectTick(now)
 	default:
 		a.log.Warn("queue actor: unknown message", "type", fmt.Sprintf("%T", m))
 	}
@@ -258,6 +279,12 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	for _, b := range budgets {
 		a.eng.loadBudget(*b)
 	}
+	extras, err := a.store.LoadBudgetExtras()
+	if err != nil {
+		a.loadErr = err
+		return
+	}
+	a.eng.loadBudgetExtras(now, extras)
 	crons, err := a.store.LoadCronGroups()
 	if err != nil {
 		a.loadErr = err
@@ -288,6 +315,7 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 		return
 	}
 	a.eng.finishLoad()
+	a.eng.considerLoaded(now)
 	links, err := a.store.LoadBatchLinks()
 	if err != nil {
 		a.loadErr = err
@@ -338,9 +366,13 @@ func (a *queueActor) spawnBudget(b protocol.Budget) {
 	core.epoch = a.eng.epoch
 	a.incarnations[b.Key] = core.incarnation
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer}
+		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.budgetLog(), tracer: a.tracer}
 	})
-	a.budgets[b.Key] = &outLink[budgetMsg]{pid: a.ctx.Spawn(props)}
+	// Spawned from the root, not as the queue actor's child: a parent's
+	// set of children keeps, past its length, pointers to children that
+	// stopped, and each stopped budget's PID would hold its whole actor in
+	// memory (the queue actor stops its budgets itself: stopBudgetActors).
+	a.budgets[b.Key] = &outLink[budgetMsg]{pid: a.root.Spawn(props)}
 }
 
 func (a *queueActor) stopBudget(key string) {

@@ -26,6 +26,9 @@ type EngineConfig struct {
 	DeadRetention time.Duration
 	// MaxBudgets caps the number of budgets (0: unlimited).
 	MaxBudgets int
+	// BudgetIdleTTL collects a budget made by a create_with once it has
+	// been idle and full this long (0: never; SPEC §10.3).
+	BudgetIdleTTL time.Duration
 	// EnqueueSync and DefaultSync ask for fsync before acknowledging.
 	EnqueueSync, DefaultSync bool
 	// ReaperInterval is how often finished jobs past purge_at are removed.
@@ -138,6 +141,7 @@ type budgetEntry struct {
 	bound      map[uint32]int
 	boundOne   int
 	boundTotal int
+	life       budgetLife // hold and idle collection (budget_collect.go)
 }
 
 // stream is a take stream's bookkeeping.
@@ -205,7 +209,8 @@ type queueCore struct {
 	cron    cronCatalog       // cron groups (cron_groups.go)
 	pending map[string]string // batch key -> its pending job's id (batch_core.go)
 	tracer  *Tracer
-	obs     engineObs // counters for metrics (observe.go)
+	obs     engineObs       // counters for metrics (observe.go)
+	collect budgetCollector // idle budgets, hold counters (budget_collect.go)
 	names   nameInterner
 	// epoch tells this engine from the one a restarted queue actor had
 	// before: answers of that one's budget actors may still be queued,

@@ -24,11 +24,13 @@ const (
 	scenarioCeiling     = "ceiling"
 	scenarioCron        = "cron"
 	scenarioBatch       = "batch"
+	scenarioTenants     = "tenants"
 )
 
 var scenarioNames = []string{
 	scenarioLifecycle, scenarioInflight, scenarioRate, scenarioMulti,
 	scenarioManyBudgets, scenarioBacklog, scenarioRestart, scenarioCeiling, scenarioCron, scenarioBatch,
+	scenarioTenants,
 }
 
 // Config is everything one run needs. Zero values are filled in by
@@ -100,6 +102,9 @@ type Config struct {
 	// IdleTimeout ends the drain when nothing was delivered or acked for
 	// this long after the producers finished.
 	IdleTimeout time.Duration
+	// CollectWait is how long tenants keeps reading the RSS once every
+	// budget was collected (its lowest reading is reported).
+	CollectWait time.Duration
 	// RequestTimeout bounds each non-streaming request.
 	RequestTimeout time.Duration
 	// Progress is the interval of the progress line; 0 disables it.
@@ -158,6 +163,11 @@ var scenarioDefaults = map[string]defaults{
 	// * (10 held + 100 parked) = 901,120 jobs.
 	scenarioManyBudgets: {"budget-alloc": "10", "batch": "1000", "idle-timeout": "30s", "timeout": "10m"},
 	scenarioBacklog:     {"jobs": "1000000", "batch": "1000", "idle-timeout": "30s", "timeout": "10m"},
+	// many-budgets' phases with one time_based budget per tenant, made by
+	// create_with, and one job each; then the idle budgets are collected
+	// (tenants.go).
+	scenarioTenants: {"budgets": "100000", "budget-alloc": "1", "parked": "0", "batch": "1000", "idle-timeout": "30s", "timeout": "15m",
+		"collect-wait": "150s"},
 	// Paced faster than the workers drain (4*100 slots / 40 ms = 10000/s),
 	// so that the kill finds both a backlog and jobs in flight.
 	scenarioRestart: {"jobs": "100000", "enqueue-rate": "20000", "sleep": "40ms"},
@@ -172,6 +182,7 @@ var tinyDefaults = map[string]defaults{
 	scenarioInflight:    {"jobs": "200", "budget-alloc": "4", "sleep": "20ms"},
 	scenarioRate:        {"jobs": "300", "budget-alloc": "100", "budget-duration": "1s", "prefetch": "100"},
 	scenarioManyBudgets: {"budgets": "256", "parked": "20"},
+	scenarioTenants:     {"budgets": "2000", "collect-wait": "0s"},
 	scenarioBacklog:     {"jobs": "5000", "batch": "500"},
 	scenarioRestart:     {"jobs": "4000", "enqueue-rate": "2000", "sleep": "100ms", "idle-timeout": "10s"},
 	scenarioCron:        {"cron-entries": "200", "cron-group-size": "100", "cron-install": "2000", "duration": "3s"},
@@ -209,6 +220,7 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 	fs.IntVar(&c.Kills, "kills", 0, "restart: number of kill -9 / restart cycles")
 	fs.StringVar(&c.Queue, "queue", "", "queue name (default bench-<run id>)")
 	fs.DurationVar(&c.Timeout, "timeout", 0, "stop and report after this long")
+	fs.DurationVar(&c.CollectWait, "collect-wait", 0, "tenants: after the budgets are collected, keep reading RSS this long (the runtime returns freed memory after its periodic collection)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 0, "after the producers finish, stop when nothing moved for this long")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", 0, "timeout of each non-streaming request")
 	fs.DurationVar(&c.Progress, "progress", 0, "progress line interval on stderr (0 = none)")
@@ -320,9 +332,10 @@ func (c *Config) heldPerBudget() int {
 //     budgets*held jobs are in flight, and the jobs behind it would wait
 //     for the cap, not park on their budgets.
 func (c *Config) deriveManyBudgets(set map[string]bool) error {
-	if c.Scenario != scenarioManyBudgets {
+	if c.Scenario != scenarioManyBudgets && c.Scenario != scenarioTenants {
 		return nil
 	}
+	c.tenantFlags()
 	if set["jobs"] || set["duration"] {
 		return errors.New("many-budgets derives the number of jobs from --budgets, --budget-alloc/--cost and --parked: drop --jobs and --duration")
 	}

@@ -36,6 +36,7 @@ type Report struct {
 	Budgets []BudgetReport `json:"budgets,omitempty"`
 	Backlog *BacklogReport `json:"backlog,omitempty"`
 	Parked  *ParkedReport  `json:"parked,omitempty"`
+	Tenants *TenantsReport `json:"tenants,omitempty"`
 	Restart *RestartReport `json:"restart,omitempty"`
 	Server  *ServerReport  `json:"server,omitempty"`
 
@@ -284,6 +285,10 @@ func (r *Report) writeText(w io.Writer) {
 		if b.StopError != "" {
 			line("backlog.stop_error", "%s", b.StopError)
 		}
+	}
+	if tr := r.Tenants; tr != nil {
+		line("tenants", "idle_ttl=%s collected=%t left=%d collect_s=%.3f rss_collected=%.1f rss_later=%.1f",
+			tr.IdleTTL, tr.Collected, tr.Left, tr.CollectS, tr.RSSCollectedMiB, tr.RSSLaterMiB)
 	}
 	if p := r.Parked; p != nil {
 		line("parked", "budgets=%d held_per_budget=%d parked_per_budget=%d held_jobs=%d parked_jobs=%d expected=%d reached=%t",

@@ -204,6 +204,12 @@ func execute(ctx context.Context, cfg Config, log *slog.Logger, sigs <-chan os.S
 	if sc.name == scenarioManyBudgets {
 		r.checkListed(ctx, rep)
 	}
+	if sc.collect {
+		rep.Tenants = r.measureCollected(ctx, tgt.proc)
+		if rep.Tenants.Failed != "" {
+			rep.Anomalies = append(rep.Anomalies, "tenants: "+rep.Tenants.Failed)
+		}
+	}
 	if cfg.URL != "" && len(sc.budgets) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		n := sc.deleteBudgets(cctx, r.cl)

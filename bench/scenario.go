@@ -70,6 +70,7 @@ type scenario struct {
 	bindingJSON []string
 	preload     bool // backlog: enqueue everything before any worker starts
 	park        bool // many-budgets: build and measure the parked state first (parked.go)
+	collect     bool // tenants: after the drain, wait for the idle budgets to be collected (tenants.go)
 	restart     bool // kill -9 and restart the server under load
 	ceiling     bool // in-process trivial handler instead of tollgate
 	// notes are deviations from the SPEC seen during setup.
@@ -113,6 +114,14 @@ func newScenario(cfg Config, prefix string) *scenario {
 			s.bindings = append(s.bindings, []int{j})
 		}
 		s.park = true
+	case scenarioTenants:
+		for i := range cfg.Budgets {
+			j := add(budgetSpec{Key: fmt.Sprintf("%s-t%06d", prefix, i), Strategy: strategyTimeBased,
+				Allocation: cfg.BudgetAlloc, Duration: time.Second, CreateWith: true})
+			s.bindings = append(s.bindings, []int{j})
+		}
+		s.park = true
+		s.collect = true
 	case scenarioBacklog:
 		s.preload = true
 	case scenarioRestart:

@@ -39,6 +39,9 @@ func (a *API) listBudgets(c echo.Context) error {
 	if _, err := responseFormat(c); err != nil {
 		return err
 	}
+	if q := c.Request().URL.Query(); q.Has("limit") || q.Has("from") {
+		return a.listBudgetsPage(c, q)
+	}
 	bs, err := a.engine.Budgets(c.Request().Context())
 	if err != nil {
 		return err

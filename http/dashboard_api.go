@@ -188,7 +188,7 @@ func toBudgetStateBody(s *actors.BudgetState) *budgetStateBody {
 		Key: s.Key, Allocation: s.Definition.Allocation, Strategy: s.Definition.Strategy,
 		Capacity: s.Definition.Capacity(), At: s.At, Tokens: *roundTokens(&s.Tokens),
 		Held: s.Held, InFlight: s.InFlight, Parked: s.Parked, WakeAt: s.WakeAt,
-		Dispatches: s.Dispatches, Refusals: s.Refusals,
+		Dispatches: s.Dispatches, Refusals: s.Refusals, HeldUntil: s.HeldUntil,
 	}
 	if s.HeadID != "" {
 		body.Head = &budgetHeadBody{ID: s.HeadID, Queue: s.HeadQueue, Cost: s.HeadCost, AffordableAt: s.HeadAffordableAt}

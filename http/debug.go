@@ -235,6 +235,9 @@ type budgetStateBody struct {
 	WakeAt     uint64 `json:"wake_at,omitempty" msgpack:"wake_at,omitempty"`
 	Dispatches uint64 `json:"dispatches" msgpack:"dispatches"`
 	Refusals   uint64 `json:"refusals" msgpack:"refusals"`
+	// HeldUntil is the end of the hold in force (SPEC §10.2); absent
+	// without one.
+	HeldUntil uint64 `json:"held_until,omitempty" msgpack:"held_until,omitempty"`
 }
 
 type budgetHeadBody struct {

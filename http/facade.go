@@ -55,6 +55,9 @@ type Budgets interface {
 	BudgetState(ctx context.Context, key string) (*actors.BudgetState, error)
 	BudgetStates(ctx context.Context) ([]actors.BudgetState, error)
 	BudgetLine(ctx context.Context, key string, limit int) (*actors.BudgetLine, error)
+	BudgetsPage(ctx context.Context, from string, limit int) ([]protocol.Budget, bool, error)
+	HoldBudget(ctx context.Context, key string, req protocol.HoldRequest) (*actors.BudgetState, error)
+	ReleaseBudget(ctx context.Context, key string) error
 }
 
 // Crons is the facade of cron groups and entries.
@@ -74,6 +77,7 @@ type Crons interface {
 // Observer is what /metrics, /stats and /debug/trace read.
 type Observer interface {
 	Metrics(ctx context.Context) (*actors.Metrics, error)
+	MetricsBounded(ctx context.Context, budgetSeries int) (*actors.Metrics, error)
 	FoldWorkersBusy() int
 	CronStats() *actors.CronStats
 	Tracer() *actors.Tracer

@@ -24,6 +24,7 @@ const scrapeTimeout = 10 * time.Second
 type engineCollector struct {
 	engine Observer
 	log    *slog.Logger
+	series int // per-budget series bound (0: all)
 
 	jobs, parked                            *prometheus.Desc
 	enqueued, dispatched, acked, failed     *prometheus.Desc
@@ -33,7 +34,10 @@ type engineCollector struct {
 	budgetDispatches, refusals, wakeAt      *prometheus.Desc
 	streams, subscribers, scrapeError       *prometheus.Desc
 	budgetAllocation, budgetCapacity        *prometheus.Desc
-	headAffordableAt                        *prometheus.Desc
+	headAffordableAt, heldUntil             *prometheus.Desc
+	budgets, budgetsHeld, boundJobs         *prometheus.Desc
+	holdsSet, holdsReleased, drains         *prometheus.Desc
+	collected                               *prometheus.Desc
 	queueWait, runTime                      *prometheus.Desc
 	cronFired, cronSkipped, cronPaused      *prometheus.Desc
 	cronLateSum, cronLateMax, cronEntries   *prometheus.Desc
@@ -41,7 +45,7 @@ type engineCollector struct {
 	budgetLabels, queueLabels, statusLabels []string
 }
 
-func newEngineCollector(engine Observer, log *slog.Logger) *engineCollector {
+func newEngineCollector(engine Observer, log *slog.Logger, series int) *engineCollector {
 	q := []string{"queue"}
 	qs := []string{"queue", "status"}
 	b := []string{"budget"}
@@ -50,6 +54,15 @@ func newEngineCollector(engine Observer, log *slog.Logger) *engineCollector {
 	return &engineCollector{
 		engine:           engine,
 		log:              log,
+		series:           series,
+		heldUntil:        d("tollgate_budget_held_until_seconds", "When the budget's hold ends (Unix seconds); absent when not held.", b, nil),
+		budgets:          d("tollgate_budgets", "Budgets in the catalog (every one, whatever --metrics-budget-series).", nil, nil),
+		budgetsHeld:      d("tollgate_budgets_held", "Budgets with a hold in force.", nil, nil),
+		boundJobs:        d("tollgate_budget_bound_jobs", "Bindings of unfinished jobs to budgets, summed over every budget.", nil, nil),
+		holdsSet:         d("tollgate_budget_holds_total", "Holds put or extended since the server started.", nil, nil),
+		holdsReleased:    d("tollgate_budget_hold_releases_total", "Holds lifted early by DELETE since the server started.", nil, nil),
+		drains:           d("tollgate_budget_drains_total", "Holds that drained their budget's pool since the server started.", nil, nil),
+		collected:        d("tollgate_budgets_collected_total", "Idle on-the-fly budgets collected since the server started.", nil, nil),
 		jobs:             d("tollgate_jobs", "Jobs by queue and visible status (a parked job is ready).", qs, nil),
 		parked:           d("tollgate_jobs_parked", "Ready jobs parked on a budget, by queue.", q, nil),
 		enqueued:         d("tollgate_jobs_enqueued_total", "Jobs enqueued since the server started.", q, nil),
@@ -92,7 +105,8 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.tokens, c.inFlight, c.held, c.budgetParked, c.budgetDispatches, c.refusals, c.wakeAt,
 		c.headAffordableAt, c.budgetAllocation, c.budgetCapacity, c.streams, c.subscribers, c.scrapeError,
 		c.queueWait, c.runTime,
-		c.cronFired, c.cronSkipped, c.cronPaused, c.cronLateSum, c.cronLateMax, c.cronEntries} {
+		c.cronFired, c.cronSkipped, c.cronPaused, c.cronLateSum, c.cronLateMax, c.cronEntries,
+		c.heldUntil, c.budgets, c.budgetsHeld, c.boundJobs, c.holdsSet, c.holdsReleased, c.drains, c.collected} {
 		ch <- d
 	}
 }
@@ -101,7 +115,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	m, err := c.engine.Metrics(ctx)
+	m, err := c.engine.MetricsBounded(ctx, c.series)
 	if err != nil {
 		c.log.Warn("metrics: engine did not answer", "err", err)
 		ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 1)
@@ -150,7 +164,18 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		if b.HeadAffordableAt != 0 {
 			gauge(c.headAffordableAt, float64(b.HeadAffordableAt)/1000, b.Key)
 		}
+		if b.HeldUntil != 0 {
+			gauge(c.heldUntil, float64(b.HeldUntil)/1000, b.Key)
+		}
 	}
+	bt := m.BudgetTotals
+	gauge(c.budgets, float64(bt.Budgets))
+	gauge(c.budgetsHeld, float64(bt.Held))
+	gauge(c.boundJobs, float64(bt.BoundJobs))
+	counter(c.holdsSet, float64(bt.HoldsSet))
+	counter(c.holdsReleased, float64(bt.HoldsReleased))
+	counter(c.drains, float64(bt.Drains))
+	counter(c.collected, float64(bt.Collected))
 	cs := c.engine.CronStats()
 	counter(c.cronFired, float64(cs.Fired.Load()))
 	counter(c.cronSkipped, float64(cs.Skipped.Load()))
@@ -180,7 +205,7 @@ func constHistogram(d *prometheus.Desc, h *actors.Histogram, labels ...string) p
 func (a *API) metricsHandler() echo.HandlerFunc {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		newEngineCollector(a.engine, a.log),
+		newEngineCollector(a.engine, a.log, a.cfg.MetricsBudgetSeries),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

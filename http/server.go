@@ -53,6 +53,9 @@ type Config struct {
 	// MaxBodyMemory bounds the request-body bytes held in memory across
 	// all connections together (default 256 MiB).
 	MaxBodyMemory int64
+	// MetricsBudgetSeries bounds /metrics' per-budget series to this many
+	// budgets, those with the most unfinished jobs bound (0: all).
+	MetricsBudgetSeries int
 }
 
 // API holds the handlers' dependencies.
@@ -152,6 +155,8 @@ func New(cfg Config, engine Engine) (*echo.Echo, *API) {
 	e.DELETE("/budgets/:key", api.deleteBudget)
 
 	e.GET("/budgets/:key/state", api.budgetState)
+	e.PUT("/budgets/:key/hold", api.putBudgetHold)
+	e.DELETE("/budgets/:key/hold", api.deleteBudgetHold)
 	e.GET("/debug/trace", api.trace)
 	e.GET("/metrics", api.metricsHandler())
 

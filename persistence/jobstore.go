@@ -26,6 +26,9 @@ type JobStore interface {
 	Commit(ctx context.Context, b *Batch) error
 	// LoadBudgets returns every stored budget in key order.
 	LoadBudgets() ([]*protocol.Budget, error)
+	// LoadBudgetExtras returns the stored budget holds and on-the-fly
+	// marks (holds.go).
+	LoadBudgetExtras() (*BudgetExtras, error)
 	// LoadCronGroups returns every stored cron group in name order, each
 	// with its entries.
 	LoadCronGroups() ([]StoredCronGroup, error)

@@ -19,6 +19,8 @@ import "encoding/binary"
 //	m/reclaim                    empty; written and dropped to   Store (space.go)
 //	                             flush the memtable
 //	k/<batch key>                id of the key's pending job    queue actor
+//	h/<budget key>               budget hold (until, drained)   queue actor
+//	o/<budget key>               empty: made by a create_with   queue actor
 //
 // A bulk enqueue stores its jobs as groups (group.go); a member's own
 // j/<id> record, when it has one, overrides the group's copy.
@@ -39,17 +41,19 @@ import "encoding/binary"
 // Job IDs are 25 fixed-length base-36 characters, so "e/<id>/" prefixes
 // never collide. Budget keys never contain NUL and are at most 255 bytes.
 var (
-	versionKey    = []byte("m/version")
-	reclaimKey    = []byte("m/reclaim")
-	jobPrefix     = []byte("j/")
-	payloadPrefix = []byte("p/")
-	errorPrefix   = []byte("e/")
-	budgetPrefix  = []byte("b/")
-	groupPrefix   = []byte("g/")
-	cronPrefix    = []byte("c/")
-	entryPrefix   = []byte("n/")
-	timesPrefix   = []byte("t/")
-	batchPrefix   = []byte("k/")
+	versionKey     = []byte("m/version")
+	reclaimKey     = []byte("m/reclaim")
+	jobPrefix      = []byte("j/")
+	payloadPrefix  = []byte("p/")
+	errorPrefix    = []byte("e/")
+	budgetPrefix   = []byte("b/")
+	groupPrefix    = []byte("g/")
+	cronPrefix     = []byte("c/")
+	entryPrefix    = []byte("n/")
+	timesPrefix    = []byte("t/")
+	batchPrefix    = []byte("k/")
+	holdPrefix     = []byte("h/")
+	onTheFlyPrefix = []byte("o/")
 )
 
 func cronTimesKey(group, entry string) []byte {

@@ -47,6 +47,12 @@ type serveConfig struct {
 	// DefaultJobTimeout fails a job in flight longer than this when it
 	// sets no timeout_ms (SPEC §10.5; default 0 = never).
 	DefaultJobTimeout time.Duration
+	// BudgetIdleTTL collects a budget made by a create_with once it has
+	// been idle and full this long (SPEC §10.3); 0 = never.
+	BudgetIdleTTL time.Duration
+	// MetricsBudgetSeries bounds the per-budget series of /metrics to the
+	// budgets with the most unfinished jobs bound; 0 = every budget.
+	MetricsBudgetSeries int
 	// IdleTimeout closes a keep-alive connection that carries no request
 	// for this long.
 	IdleTimeout time.Duration
@@ -297,6 +303,10 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("enqueue-commit-mode", "TOLLGATE_ENQUEUE_COMMIT_MODE", "commit mode for enqueues (default: --default-commit-mode)")
 	fs.IntVar(&cfg.MaxBudgets, "max-budgets", cfg.MaxBudgets, "")
 	def("max-budgets", "TOLLGATE_MAX_BUDGETS", "maximum number of budgets; 0 = unlimited")
+	fs.Var(durationValue{&cfg.BudgetIdleTTL}, "budget-idle-ttl", "")
+	def("budget-idle-ttl", "TOLLGATE_BUDGET_IDLE_TTL", "delete a budget made by create_with once idle and full this long; 0 = never")
+	fs.IntVar(&cfg.MetricsBudgetSeries, "metrics-budget-series", cfg.MetricsBudgetSeries, "")
+	def("metrics-budget-series", "TOLLGATE_METRICS_BUDGET_SERIES", "per-budget /metrics series only for this many budgets, those with the most unfinished jobs; 0 = all")
 	fs.Var(durationValue{&cfg.IdleTimeout}, "idle-timeout", "")
 	def("idle-timeout", "TOLLGATE_IDLE_TIMEOUT", "close a keep-alive connection idle this long")
 	fs.Var(durationValue{&cfg.ReadHeaderTimeout}, "read-header-timeout", "")
@@ -355,6 +365,8 @@ func (c *serveConfig) validate() error {
 		return errorf("invalid --gc-headroom-mib %d: must be >= 0", c.GCHeadroomMiB)
 	case c.MaxBudgets < 0:
 		return errorf("invalid --max-budgets %d: must be >= 0", c.MaxBudgets)
+	case c.MetricsBudgetSeries < 0:
+		return errorf("invalid --metrics-budget-series %d: must be >= 0", c.MetricsBudgetSeries)
 	case c.BackoffExponent < 0 || c.BackoffExponent != c.BackoffExponent:
 		return errorf("invalid --default-backoff-exponent: must be a finite number >= 0")
 	case c.HeartbeatInterval <= 0:

@@ -186,6 +186,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 			CompletedRetention: cfg.CompletedRetention,
 			DeadRetention:      cfg.DeadRetention,
 			MaxBudgets:         cfg.MaxBudgets,
+			BudgetIdleTTL:      cfg.BudgetIdleTTL,
 			EnqueueSync:        cfg.EnqueueCommitMode == persistence.Fsync,
 			DefaultSync:        cfg.DefaultCommitMode == persistence.Fsync,
 			ReaperInterval:     cfg.ReaperInterval,
@@ -199,7 +200,8 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 
 	e, api := httpapi.New(httpapi.Config{Version: Version, HeartbeatInterval: cfg.HeartbeatInterval, AllowOrigins: cfg.AllowOrigins, Logger: log,
 		AccessLog: cfg.AccessLog, StreamStallTimeout: cfg.StreamStallTimeout, StreamBufferLimit: cfg.StreamBufferLimit,
-		BodyReadTimeout: cfg.BodyReadTimeout, MaxBodyMemory: cfg.MaxBodyMemory}, engine)
+		BodyReadTimeout: cfg.BodyReadTimeout, MaxBodyMemory: cfg.MaxBodyMemory,
+		MetricsBudgetSeries: cfg.MetricsBudgetSeries}, engine)
 	fresh := &freshConns{}
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug), ConnContext: httpapi.ConnContext}
