@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -23,11 +24,11 @@ func TestBudgetIdleCollection(t *testing.T) {
 		return budJob("work", map[string]any{"key": key, "cost": 1, "create_with": def})
 	}
 	budMustPut(t, s, "perm", budWIF(5))
-	st := budOpenStream(t, s, "work", 10)
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("work", 10), Accept: apitest.AcceptNDJSON})
 	a := budStr(t, budEnqueue(t, s, tenant("tenant-a")), "id")
 	p := budStr(t, budEnqueue(t, s, budJob("work", budBind("perm", 1))), "id")
-	first := budObj(t, budDo(t, s, "GET", "/budgets/tenant-a", nil), http.StatusOK)
-	st.take(2, 5*time.Second)
+	first := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/tenant-a", nil), http.StatusOK)
+	st.Frames(t, 2, 5*time.Second)
 	budAck(t, s, a)
 	budAck(t, s, p)
 	acked := time.Now()
@@ -35,25 +36,25 @@ func TestBudgetIdleCollection(t *testing.T) {
 	if idle := gone.Sub(acked); idle < ttl-50*time.Millisecond {
 		t.Fatalf("collected %v after its last job, before the TTL %v", idle, ttl)
 	}
-	budObj(t, budDo(t, s, "GET", "/budgets/perm", nil), http.StatusOK)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/perm", nil), http.StatusOK)
 
 	// create_with makes it again, from the same definition
 	again := budStr(t, budEnqueue(t, s, tenant("tenant-a")), "id")
-	b := budObj(t, budDo(t, s, "GET", "/budgets/tenant-a", nil), http.StatusOK)
+	b := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/tenant-a", nil), http.StatusOK)
 	if budCanon(t, b["strategy"]) != budCanon(t, first["strategy"]) || budInt(t, b, "allocation") != 100 {
 		t.Fatalf("made again as %v, want the definition of %v", b, first)
 	}
 	if budInt(t, b, "created_at") <= budInt(t, first, "created_at") {
 		t.Fatalf("made again with created_at %d, not after the first's %d", budInt(t, b, "created_at"), budInt(t, first, "created_at"))
 	}
-	st.take(1, 5*time.Second)
-	st.close()
+	st.Frames(t, 1, 5*time.Second)
+	st.Close()
 	// the on-the-fly mark is durable: collected after a restart too
 	s.Restart()
 	budWaitStatus(t, s, 5*time.Second, "ready", again)
-	budNoContent(t, budDo(t, s, "DELETE", "/jobs/"+again, nil))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/jobs/"+again, nil))
 	budWaitGone(t, s, "tenant-a", 20*time.Second)
-	budObj(t, budDo(t, s, "GET", "/budgets/perm", nil), http.StatusOK)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/perm", nil), http.StatusOK)
 	if m := budMetrics(t, s); !strings.Contains(m, "tollgate_budgets_collected_total 1") || !strings.Contains(m, "tollgate_budgets 1") {
 		t.Fatalf("/metrics after one collection since the restart, one budget left:\n%s", budGrep(m, "tollgate_budgets"))
 	}
@@ -65,8 +66,8 @@ func budWaitGone(t *testing.T, s *servertest.Server, key string, d time.Duration
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		r := budDo(t, s, "GET", budPath(key), nil)
-		if r.status == http.StatusNotFound {
+		r := apitest.DoJSON(t, s.URL, "GET", budPath(key), nil)
+		if r.Status == http.StatusNotFound {
 			return time.Now()
 		}
 		if time.Now().After(deadline) {

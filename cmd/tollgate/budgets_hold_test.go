@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -15,17 +16,17 @@ import (
 func TestBudgetHoldAPI(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
-	budErr(t, budDo(t, s, "PUT", "/budgets/nope/hold", map[string]any{"for_ms": 1000}), http.StatusNotFound, "budget 'nope' not found")
-	budErr(t, budDo(t, s, "DELETE", "/budgets/nope/hold", nil), http.StatusNotFound, "budget 'nope' not found")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/nope/hold", map[string]any{"for_ms": 1000}), http.StatusNotFound, "budget 'nope' not found")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/nope/hold", nil), http.StatusNotFound, "budget 'nope' not found")
 	before := budMustPut(t, s, "api", budTB(10, 1000, 0))
 	const exactlyOne = "hold needs exactly one of until and for_ms"
-	budErr(t, budDo(t, s, "PUT", "/budgets/api/hold", map[string]any{}), http.StatusBadRequest, exactlyOne)
-	budErr(t, budDo(t, s, "PUT", "/budgets/api/hold", map[string]any{"until": 1, "for_ms": 1}), http.StatusBadRequest, exactlyOne)
-	budErrPrefix(t, budDo(t, s, "PUT", "/budgets/api/hold", `{"for_ms":"soon"}`), http.StatusBadRequest, "invalid JSON: ")
-	budErrPrefix(t, budDo(t, s, "PUT", "/budgets/api/hold", `{"for_ms":-1}`), http.StatusBadRequest, "invalid JSON: ")
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/api/hold", map[string]any{}), http.StatusBadRequest, exactlyOne)
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/api/hold", map[string]any{"until": 1, "for_ms": 1}), http.StatusBadRequest, exactlyOne)
+	apitest.RequireErrorPrefix(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/api/hold", `{"for_ms":"soon"}`), http.StatusBadRequest, "invalid JSON: ")
+	apitest.RequireErrorPrefix(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/api/hold", `{"for_ms":-1}`), http.StatusBadRequest, "invalid JSON: ")
 
 	t0 := budNowMs()
-	st := budObj(t, budDo(t, s, "PUT", "/budgets/api/hold", map[string]any{"for_ms": 60000}), http.StatusOK)
+	st := apitest.Object(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/api/hold", map[string]any{"for_ms": 60000}), http.StatusOK)
 	until := budInt(t, st, "held_until")
 	if until < t0+60000 || until > budNowMs()+60000 {
 		t.Fatalf("held_until %d, want now+60000 (now %d)", until, t0)
@@ -34,32 +35,32 @@ func TestBudgetHoldAPI(t *testing.T) {
 		t.Fatalf("hold answered %v, want the budget's state with a full pool", st)
 	}
 	// never shortened, by for_ms or by a past until (which holds nothing)
-	st = budObj(t, budDoMsgpack(t, s, "PUT", "/budgets/api/hold", map[string]any{"for_ms": 10}), http.StatusOK)
+	st = apitest.Object(t, apitest.DoMsgpack(t, s.URL, "PUT", "/budgets/api/hold", map[string]any{"for_ms": 10}), http.StatusOK)
 	if got := budInt(t, st, "held_until"); got != until {
 		t.Fatalf("a shorter hold moved held_until %d -> %d", until, got)
 	}
-	st = budObj(t, budDo(t, s, "PUT", "/budgets/api/hold", map[string]any{"until": 5}), http.StatusOK)
+	st = apitest.Object(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/api/hold", map[string]any{"until": 5}), http.StatusOK)
 	if got := budInt(t, st, "held_until"); got != until {
 		t.Fatalf("a past until moved held_until %d -> %d", until, got)
 	}
 	// the budget object is unchanged; PUT of the budget keeps the hold
-	after := budObj(t, budDo(t, s, "GET", "/budgets/api", nil), http.StatusOK)
+	after := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/api", nil), http.StatusOK)
 	if budCanon(t, before) != budCanon(t, after) {
 		t.Fatalf("a hold changed the budget: %v -> %v", before, after)
 	}
 	budMustPut(t, s, "api", budTB(20, 1000, 0))
-	st = budObj(t, budDo(t, s, "GET", "/budgets/api/state", nil), http.StatusOK)
+	st = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/api/state", nil), http.StatusOK)
 	if got := budInt(t, st, "held_until"); got != until {
 		t.Fatalf("held_until %d after PUT of the budget, want %d", got, until)
 	}
-	budNoContent(t, budDo(t, s, "DELETE", "/budgets/api/hold", nil))
-	st = budObj(t, budDo(t, s, "GET", "/budgets/api/state", nil), http.StatusOK)
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/api/hold", nil))
+	st = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/api/state", nil), http.StatusOK)
 	if _, ok := st["held_until"]; ok {
 		t.Fatalf("held_until shown after DELETE: %v", st)
 	}
-	budNoContent(t, budDo(t, s, "DELETE", "/budgets/api/hold", nil)) // nothing held: 204 too
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/api/hold", nil)) // nothing held: 204 too
 	// a past until with drain holds nothing but drains
-	st = budObj(t, budDo(t, s, "PUT", "/budgets/api/hold", map[string]any{"until": 0, "drain": true}), http.StatusOK)
+	st = apitest.Object(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/api/hold", map[string]any{"until": 0, "drain": true}), http.StatusOK)
 	if _, ok := st["held_until"]; ok || budFloat(t, st, "tokens") > 1 {
 		t.Fatalf("past until with drain answered %v, want no held_until and an empty pool", st)
 	}
@@ -76,16 +77,16 @@ func TestBudgetHold429Recipe(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t)
 	budMustPut(t, s, "upstream", budTB(100, 1000, 10))
-	st := budOpenStream(t, s, "calls", 10)
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("calls", 10), Accept: apitest.AcceptNDJSON})
 	first := budStr(t, budEnqueue(t, s, budJob("calls", budBind("upstream", 1))), "id")
-	f := st.next(5 * time.Second)
-	if f.id() != first {
-		t.Fatalf("got %s, want %s", f.id(), first)
+	f := st.NextJobFrame(t, 5*time.Second)
+	if f.Job.ID != first {
+		t.Fatalf("got %s, want %s", f.Job.ID, first)
 	}
 	const holdMs = 1500
 	retryAt := budNowMs() + holdMs
-	budObj(t, budDo(t, s, "POST", "/jobs/"+first+"/failure", map[string]any{"message": "429", "retry_at": retryAt}), http.StatusOK)
-	held := budObj(t, budDo(t, s, "PUT", "/budgets/upstream/hold", map[string]any{"until": retryAt}), http.StatusOK)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "POST", "/jobs/"+first+"/failure", map[string]any{"message": "429", "retry_at": retryAt}), http.StatusOK)
+	held := apitest.Object(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/upstream/hold", map[string]any{"until": retryAt}), http.StatusOK)
 	if budInt(t, held, "held_until") != retryAt {
 		t.Fatalf("held_until %v, want %d", held["held_until"], retryAt)
 	}
@@ -96,17 +97,17 @@ func TestBudgetHold429Recipe(t *testing.T) {
 	budWaitWaiting(t, s, ids[0], retryAt)
 	// nothing during the hold (the stream has free slots and the pool holds 9 tokens)
 	wait := time.Until(time.UnixMilli(retryAt)) - 100*time.Millisecond
-	st.none(wait, "the budget is held")
-	got := st.take(6, 5*time.Second) // the five, and the failed job at its retry_at
+	st.NoJobFor(t, wait, false, "the budget is held")
+	got := st.Frames(t, 6, 5*time.Second) // the five, and the failed job at its retry_at
 	for _, f := range got {
-		if at := f.at.UnixMilli(); at < retryAt-int64(budEarlySlack/time.Millisecond) {
-			t.Errorf("job %s dispatched at %d, before the hold's end %d", f.id(), at, retryAt)
+		if at := f.At.UnixMilli(); at < retryAt-int64(budEarlySlack/time.Millisecond) {
+			t.Errorf("job %s dispatched at %d, before the hold's end %d", f.Job.ID, at, retryAt)
 		}
 	}
-	if late := got[len(got)-1].at.Sub(time.UnixMilli(retryAt)); late > budLateSlack {
+	if late := got[len(got)-1].At.Sub(time.UnixMilli(retryAt)); late > budLateSlack {
 		t.Errorf("the last job came %v after the hold's end, want within %v", late, budLateSlack)
 	}
-	sm := budObj(t, budDo(t, s, "GET", "/budgets/upstream/state", nil), http.StatusOK)
+	sm := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/upstream/state", nil), http.StatusOK)
 	if _, ok := sm["held_until"]; ok {
 		t.Fatalf("held_until still shown after the hold: %v", sm)
 	}
@@ -140,11 +141,11 @@ func TestBudgetHoldDurable(t *testing.T) {
 	s := servertest.Start(t)
 	budMustPut(t, s, "d", budTB(1000, 1000, 0))
 	budMustPut(t, s, "keep", budWIF(3))
-	st := budObj(t, budDo(t, s, "PUT", "/budgets/d/hold", map[string]any{"for_ms": 600000, "drain": true}), http.StatusOK)
+	st := apitest.Object(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/d/hold", map[string]any{"for_ms": 600000, "drain": true}), http.StatusOK)
 	until := budInt(t, st, "held_until")
-	budObj(t, budDo(t, s, "PUT", "/budgets/keep/hold", map[string]any{"for_ms": 600000}), http.StatusOK)
+	apitest.Object(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/keep/hold", map[string]any{"for_ms": 600000}), http.StatusOK)
 	s.Restart()
-	st = budObj(t, budDo(t, s, "GET", "/budgets/d/state", nil), http.StatusOK)
+	st = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/d/state", nil), http.StatusOK)
 	if got := budInt(t, st, "held_until"); got != until {
 		t.Fatalf("held_until %d after a restart, want %d", got, until)
 	}
@@ -152,16 +153,16 @@ func TestBudgetHoldDurable(t *testing.T) {
 	if tokens := budFloat(t, st, "tokens"); tokens > 500 {
 		t.Fatalf("tokens %v after a restart of a drained, held budget; want it empty at the restart", tokens)
 	}
-	budNoContent(t, budDo(t, s, "DELETE", "/budgets/d", nil))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "DELETE", "/budgets/d", nil))
 	budMustPut(t, s, "d", budTB(1000, 1000, 0))
-	st = budObj(t, budDo(t, s, "GET", "/budgets/d/state", nil), http.StatusOK)
+	st = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/d/state", nil), http.StatusOK)
 	if _, ok := st["held_until"]; ok {
 		t.Fatalf("a budget made again after DELETE is still held: %v", st)
 	}
-	budNoContent(t, budDo(t, s, "POST", "/reset", nil))
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "POST", "/reset", nil))
 	budMustPut(t, s, "keep", budWIF(3))
 	s.Restart()
-	st = budObj(t, budDo(t, s, "GET", "/budgets/keep/state", nil), http.StatusOK)
+	st = apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/keep/state", nil), http.StatusOK)
 	if _, ok := st["held_until"]; ok {
 		t.Fatalf("a budget made again after /reset is still held after a restart: %v", st)
 	}
@@ -187,9 +188,9 @@ func budFloat(t testing.TB, m map[string]any, field string) float64 {
 // budMetrics reads /metrics as text.
 func budMetrics(t testing.TB, s *servertest.Server) string {
 	t.Helper()
-	r := budSend(t, s, "GET", "/metrics", nil, nil)
-	if r.status != http.StatusOK {
+	r := apitest.Request(t, nil, s.URL, "GET", "/metrics", nil, nil)
+	if r.Status != http.StatusOK {
 		t.Fatalf("%v", r)
 	}
-	return string(r.body)
+	return string(r.Body)
 }

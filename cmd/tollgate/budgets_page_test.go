@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
 	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
 )
 
@@ -22,7 +23,7 @@ func TestBudgetsPaging(t *testing.T) {
 	for i := range 7 {
 		want = append(want, fmt.Sprintf("k/%02d", i))
 	}
-	all := budObj(t, budDo(t, s, "GET", "/budgets?unrelated=1", nil), http.StatusOK)
+	all := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets?unrelated=1", nil), http.StatusOK)
 	if _, ok := all["pages"]; ok || len(all["budgets"].([]any)) != 7 {
 		t.Fatalf("GET /budgets without paging answered %v", all)
 	}
@@ -30,7 +31,7 @@ func TestBudgetsPaging(t *testing.T) {
 	path := "/budgets?limit=3"
 	pages := 0
 	for {
-		m := budObj(t, budDo(t, s, "GET", path, nil), http.StatusOK)
+		m := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", path, nil), http.StatusOK)
 		pages++
 		for _, b := range m["budgets"].([]any) {
 			got = append(got, budStr(t, b.(map[string]any), "key"))
@@ -51,8 +52,8 @@ func TestBudgetsPaging(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) || pages != 3 {
 		t.Fatalf("paged %v in %d pages, want %v in 3", got, pages, want)
 	}
-	budErr(t, budDo(t, s, "GET", "/budgets?limit=0", nil), http.StatusBadRequest, "limit must be between 1 and 2000")
-	m := budObj(t, budDoMsgpack(t, s, "GET", "/budgets?from=k%2F05", nil), http.StatusOK)
+	apitest.RequireError(t, apitest.DoJSON(t, s.URL, "GET", "/budgets?limit=0", nil), http.StatusBadRequest, "limit must be between 1 and 2000")
+	m := apitest.Object(t, apitest.DoMsgpack(t, s.URL, "GET", "/budgets?from=k%2F05", nil), http.StatusOK)
 	if bs := m["budgets"].([]any); len(bs) != 1 || budStr(t, bs[0].(map[string]any), "key") != "k/06" {
 		t.Fatalf("from k/05 answered %v", m)
 	}
