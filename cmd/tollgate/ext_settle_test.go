@@ -72,7 +72,7 @@ func TestExtSettleDebt(t *testing.T) {
 func TestExtSettleChecks(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, apitest.HeartbeatFlag, apitest.Heartbeat)
-	budMustPut(t, s, "tb", budTB(100, 1000000, 0)) // a slow refill: levels stay put during the test
+	budMustPut(t, s, "tb", budTB(100, 1000000, 0)) // a slow refill: 0.0001 token/ms, within the 0.5 tolerance below for 5 s
 	budMustPut(t, s, "wif", budWIF(5))
 	const queue = "sc"
 	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=" + queue + "&prefetch=10"})
@@ -82,7 +82,7 @@ func TestExtSettleChecks(t *testing.T) {
 	tokens := func(key string) float64 {
 		return obsNum(t, apitest.Object(t, apitest.DoJSON(t, s.URL, http.MethodGet, "/budgets/"+key+"/state", nil), http.StatusOK), "tokens")
 	}
-	require.InDelta(t, 90, tokens("tb"), 0.01)
+	require.InDelta(t, 90, tokens("tb"), 0.5)
 
 	success := "/jobs/" + id + "/success"
 	const costText = "settle[1].cost must be an integer between 0 and 1000000"
@@ -111,25 +111,25 @@ func TestExtSettleChecks(t *testing.T) {
 		"settle": map[string]any{id: []any{settleEntry("other", 1)}}}), http.StatusUnprocessableEntity, "budget 'other' is not bound to job "+id)
 	// nothing changed
 	require.Equal(t, "in_flight", apitest.MustGet(t, s.URL, id).Status)
-	require.InDelta(t, 90, tokens("tb"), 0.01)
+	require.InDelta(t, 90, tokens("tb"), 0.5)
 
 	// a body that is not JSON or msgpack is ignored, as before
 	r = apitest.Request(t, apitest.HTTP, s.URL, http.MethodPost, success, []byte(`{"settle":[{"key":"tb","cost":99}]}`), map[string]string{"Content-Type": "text/plain"})
 	apitest.RequireNoContent(t, r)
-	require.InDelta(t, 90, tokens("tb"), 0.01, "a text/plain body settled")
+	require.InDelta(t, 90, tokens("tb"), 0.5, "a text/plain body settled")
 
 	// bulk: a credit (reserved 10, used 4: +6) and an id not in flight,
 	// whose entries are ignored; while_in_flight accepted, no effect
 	a := apitest.Enqueue(t, s.URL, map[string]any{"type": "t", "queue": queue, "payload": 1,
 		"budgets": []any{map[string]any{"key": "tb", "cost": 10}, map[string]any{"key": "wif", "cost": 1}}}).ID
 	require.Equal(t, a, st.NextJob(t, 10*time.Second).ID)
-	require.InDelta(t, 80, tokens("tb"), 0.01)
+	require.InDelta(t, 80, tokens("tb"), 0.5)
 	r = apitest.DoJSON(t, s.URL, http.MethodPost, "/jobs/success", map[string]any{"ids": []string{a, "nope"},
 		"settle": map[string]any{a: []any{settleEntry("tb", 4), settleEntry("wif", 1000)}, "nope": []any{settleEntry("x", 1)}}})
 	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r)
 	require.Equal(t, []any{"nope"}, r.Map(t)["not_found"])
-	require.InDelta(t, 86, tokens("tb"), 0.01)
-	require.InDelta(t, 5, tokens("wif"), 0.01)
+	require.InDelta(t, 86, tokens("tb"), 0.5)
+	require.InDelta(t, 5, tokens("wif"), 0.5)
 
 	// failure with settle, msgpack: reserved 10, used 100: -90, a debt
 	b := apitest.Enqueue(t, s.URL, map[string]any{"type": "t", "queue": queue, "payload": 1,
@@ -137,7 +137,7 @@ func TestExtSettleChecks(t *testing.T) {
 	require.Equal(t, b, st.NextJob(t, 10*time.Second).ID)
 	r = apitest.DoMsgpack(t, s.URL, http.MethodPost, "/jobs/"+b+"/failure", map[string]any{"message": "429", "kill": true, "settle": []any{settleEntry("tb", 100)}})
 	apitest.RequireStatus(t, r, http.StatusOK)
-	require.InDelta(t, -14, tokens("tb"), 0.01)
+	require.InDelta(t, -14, tokens("tb"), 0.5)
 
 	// a credit never lifts the level above the capacity
 	c := apitest.Enqueue(t, s.URL, map[string]any{"type": "t", "queue": queue, "payload": 1,
@@ -148,7 +148,7 @@ func TestExtSettleChecks(t *testing.T) {
 	d := settleJob(t, s, queue, "cap", 3)
 	require.Equal(t, d, st.NextJob(t, 10*time.Second).ID)
 	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, http.MethodPost, "/jobs/"+d+"/success", settleBody(settleEntry("cap", 0))))
-	require.InDelta(t, 10, tokens("cap"), 0.01)
+	require.InDelta(t, 10, tokens("cap"), 0.5)
 }
 
 // compactJSON renders a decoded value as compact JSON.
