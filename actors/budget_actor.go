@@ -35,6 +35,8 @@ type budgetActor struct {
 	// its former life sent (engine.epoch).
 	epoch uint64
 
+	poolSeq uint64 // the last poolNote's seq (budget_pools.go)
+
 	toQueue outLink[queueMsg] // to the queue actor, flushed at the end of each Receive (batching.go)
 
 	// answers holds the ReserveResponses of the batch being handled,
@@ -96,6 +98,9 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		}
 		r := a.newAnswer()
 		*r = ReserveResponse{Key: a.core.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en, by: a.core, epoch: a.epoch}
+		if out.granted {
+			r.Pool = a.poolNote()
+		}
 		a.toQueue.add(r)
 		a.wake(ctx, out.woken, "refill", now)
 	case *CommitReservation:
@@ -121,6 +126,9 @@ func (a *budgetActor) handle(ctx actor.Context, msg any, now uint64) {
 		woken := a.core.unpark(a.nowNs, m.JobID, m.Priority)
 		a.traceJob(EventUnparked, m.JobID, now)
 		a.wake(ctx, woken, "release", now)
+	case *restorePool:
+		a.core.restore(a.nowNs, m.level)
+		a.traceBudget(EventPoolRestored, now)
 	case *ApplyDefinition:
 		woken := a.core.update(a.nowNs, m.Definition)
 		a.traceBudget(EventBudgetUpdated, now)

@@ -99,6 +99,7 @@ func (e *queueCore) replaceBudget(now uint64, be *budgetEntry, def protocol.Defi
 	e.out.toBudget(key, &ApplyDefinition{Definition: def})
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	batch.PutBudget(&b)
+	e.poolsOnDefinition(be, old.Definition(), def, batch)
 	e.persistOrUndo(batch, reply, &BudgetResponse{Budget: b}, func(uint64) {
 		e.restoreBudgetDefinition(old)
 	})

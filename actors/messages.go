@@ -100,6 +100,10 @@ type ReserveResponse struct {
 	en        *entry      // ReserveRequest.en, handed back
 	by        *budgetCore // the core that answered (see RefundTokens.by)
 	epoch     uint64      // the engine's the answering budget was made for
+
+	// Pool is the time_based pool as the grant left it (durable pools,
+	// budget_pools.go).
+	Pool poolNote
 }
 
 // JobsWoken hands parked jobs back to the queue: their budget can now

@@ -323,6 +323,11 @@ func newSim(tb testing.TB, seed uint64, dir string) *sim {
 	if seed%3 == 0 {
 		s.cfg.GlobalInFlightLimit = 4
 	}
+	if seed%4 == 1 {
+		// time_based levels kept across restarts: every reservation is
+		// final (budget_pools.go)
+		s.cfg.DurablePools = true
+	}
 	if seed%2 == 0 {
 		// room for a few payloads only: the rest are read from the store
 		s.cfg.PayloadCacheBytes = 4 * len(modelPayload("q0", 1))

@@ -244,6 +244,14 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	for _, b := range budgets {
 		a.eng.loadBudget(*b)
 	}
+	if a.cfg.DurablePools {
+		levels, err := a.store.LoadPools()
+		if err != nil {
+			a.loadErr = err
+			return
+		}
+		a.eng.restorePools(levels)
+	}
 	crons, err := a.store.LoadCronGroups()
 	if err != nil {
 		a.loadErr = err

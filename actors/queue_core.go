@@ -42,6 +42,9 @@ type EngineConfig struct {
 	// are stored as a group, one record for all of them (default 4; see
 	// records.go).
 	GroupMinJobs int
+	// DurablePools keeps time_based pool levels across restarts (SPEC
+	// §10.4, --budget-pools durable; budget_pools.go).
+	DurablePools bool
 }
 
 // outbox is how the engine acts on the world; the queue actor implements
@@ -136,6 +139,7 @@ type budgetEntry struct {
 	bound      map[uint32]int
 	boundOne   int
 	boundTotal int
+	pool       *poolMark // durable pools: its latest level (budget_pools.go)
 }
 
 // stream is a take stream's bookkeeping.

@@ -102,8 +102,11 @@ func (b *Batch) PutError(id string, rec *protocol.ErrorRecord) { b.set(errorKey(
 // PutBudget stores a budget.
 func (b *Batch) PutBudget(bu *protocol.Budget) { b.set(budgetKey(bu.Key), bu) }
 
-// DeleteBudget removes a budget.
-func (b *Batch) DeleteBudget(key string) { b.del(budgetKey(key)) }
+// DeleteBudget removes a budget and its stored pool level (pools.go).
+func (b *Batch) DeleteBudget(key string) {
+	b.del(budgetKey(key))
+	b.DeletePool(key)
+}
 
 // Len is the number of writes in the batch.
 func (b *Batch) Len() int { return len(b.ops) }

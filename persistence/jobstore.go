@@ -25,6 +25,9 @@ type JobStore interface {
 	Commit(ctx context.Context, b *Batch) error
 	// LoadBudgets returns every stored budget in key order.
 	LoadBudgets() ([]*protocol.Budget, error)
+	// LoadPools returns every stored time_based pool level by budget key
+	// (SPEC §10.4; written only with --budget-pools durable).
+	LoadPools() (map[string]PoolLevel, error)
 	// LoadCronGroups returns every stored cron group in name order, each
 	// with its entries.
 	LoadCronGroups() ([]StoredCronGroup, error)

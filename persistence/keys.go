@@ -19,6 +19,7 @@ import "encoding/binary"
 //	m/reclaim                    empty; written and dropped to   Store (space.go)
 //	                             flush the memtable
 //	k/<batch key>                id of the key's pending job    queue actor
+//	l/<budget key>               time_based pool level          queue actor
 //
 // A bulk enqueue stores its jobs as groups (group.go); a member's own
 // j/<id> record, when it has one, overrides the group's copy.
@@ -50,6 +51,7 @@ var (
 	entryPrefix   = []byte("n/")
 	timesPrefix   = []byte("t/")
 	batchPrefix   = []byte("k/")
+	poolPrefix    = []byte("l/")
 )
 
 func cronTimesKey(group, entry string) []byte {

@@ -44,6 +44,9 @@ type serveConfig struct {
 	DefaultCommitMode   persistence.CommitMode
 	EnqueueCommitMode   persistence.CommitMode
 	MaxBudgets          int
+	// BudgetPools is memory (time_based pools start full after a restart)
+	// or durable (they keep their level, SPEC §10.4).
+	BudgetPools string
 	// IdleTimeout closes a keep-alive connection that carries no request
 	// for this long.
 	IdleTimeout time.Duration
@@ -216,6 +219,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		ReaperInterval:      30 * time.Second,
 		DefaultCommitMode:   persistence.Buffered,
 		MaxBudgets:          8192,
+		BudgetPools:         "memory",
 		GCHeadroomMiB:       128,
 		LogMaxSizeMiB:       100,
 		LogMaxFiles:         5,
@@ -292,6 +296,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("enqueue-commit-mode", "TOLLGATE_ENQUEUE_COMMIT_MODE", "commit mode for enqueues (default: --default-commit-mode)")
 	fs.IntVar(&cfg.MaxBudgets, "max-budgets", cfg.MaxBudgets, "")
 	def("max-budgets", "TOLLGATE_MAX_BUDGETS", "maximum number of budgets; 0 = unlimited")
+	fs.StringVar(&cfg.BudgetPools, "budget-pools", cfg.BudgetPools, "")
+	def("budget-pools", "TOLLGATE_BUDGET_POOLS", "memory|durable: time_based pools start full after a restart, or keep their level")
 	fs.Var(durationValue{&cfg.IdleTimeout}, "idle-timeout", "")
 	def("idle-timeout", "TOLLGATE_IDLE_TIMEOUT", "close a keep-alive connection idle this long")
 	fs.Var(durationValue{&cfg.ReadHeaderTimeout}, "read-header-timeout", "")
@@ -350,6 +356,8 @@ func (c *serveConfig) validate() error {
 		return errorf("invalid --gc-headroom-mib %d: must be >= 0", c.GCHeadroomMiB)
 	case c.MaxBudgets < 0:
 		return errorf("invalid --max-budgets %d: must be >= 0", c.MaxBudgets)
+	case c.BudgetPools != "memory" && c.BudgetPools != "durable":
+		return errorf("invalid --budget-pools %q: must be memory or durable", c.BudgetPools)
 	case c.BackoffExponent < 0 || c.BackoffExponent != c.BackoffExponent:
 		return errorf("invalid --default-backoff-exponent: must be a finite number >= 0")
 	case c.HeartbeatInterval <= 0:

@@ -186,6 +186,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 			CompletedRetention: cfg.CompletedRetention,
 			DeadRetention:      cfg.DeadRetention,
 			MaxBudgets:         cfg.MaxBudgets,
+			DurablePools:       cfg.BudgetPools == "durable",
 			EnqueueSync:        cfg.EnqueueCommitMode == persistence.Fsync,
 			DefaultSync:        cfg.DefaultCommitMode == persistence.Fsync,
 			ReaperInterval:     cfg.ReaperInterval,
