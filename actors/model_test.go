@@ -216,6 +216,7 @@ type simBudget struct {
 	timerAt  uint64 // a SendOnce that has not fired yet (0: none)
 	timerGen uint64
 	stopped  bool
+	poolSeq  uint64 // durable pools: the last note's seq (budgetActor.poolNote)
 
 	periodStart uint64        // seq of the last definition change (spawn, ApplyDefinition)
 	commits     []modelCommit // time_based commits granted in this period
@@ -373,6 +374,13 @@ func (s *sim) start() {
 	}
 	for _, b := range budgets {
 		s.eng.loadBudget(*b)
+	}
+	if s.cfg.DurablePools {
+		levels, err := s.store.LoadPools()
+		if err != nil {
+			s.tb.Fatalf("load pool levels: %v", err)
+		}
+		s.eng.restorePools(levels)
 	}
 	batch := persistence.NewBatch(true)
 	err = s.store.ScanJobs(func(j *protocol.Job, m persistence.Member) error {
@@ -593,7 +601,12 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 		} else {
 			s.stats.refusals++
 		}
-		s.push(simMsg{qm: &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en, by: c, epoch: s.eng.epoch}})
+		resp := &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en, by: c, epoch: s.eng.epoch}
+		if p, ok := c.poolLevel(); ok && out.granted {
+			sb.poolSeq++
+			resp.Pool = poolNote{seq: sb.poolSeq, level: p}
+		}
+		s.push(simMsg{qm: resp})
 		if !out.granted && out.woken == nil {
 			sb.lastWoken = nil
 		}
@@ -625,6 +638,9 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 		s.wake(sb, c.refund(now, m.Cost))
 	case *UnparkJob:
 		s.wake(sb, c.unpark(now, m.JobID, m.Priority))
+	case *restorePool:
+		c.restore(now, m.level)
+		s.wake(sb, nil)
 	case *ApplyDefinition:
 		woken := c.update(now, m.Definition)
 		sb.lastWoken = nil
