@@ -96,14 +96,21 @@ func slower(p, q persistence.PoolLevel) persistence.PoolLevel {
 // with at now (Unix ns) from the stored level p: p settled to now at the
 // slower of its refill and def's, up to the smaller capacity, less the
 // tokens it held for reservations then (they may all have been debited
-// since). A clock that went back settles nothing.
+// since). A clock that went back settles nothing. Only a stored debt gives
+// a level below zero (held tokens beyond a capacity lowered since leave the
+// pool empty).
 func restoredLevel(p persistence.PoolLevel, def protocol.Definition, now uint64) float64 {
+	debt := p.Level < -tokenEpsilon
 	p = slower(p, refillOf(def))
 	level := p.Level
 	if now > p.AtNs {
 		level = math.Min(float64(p.Capacity), level+float64(now-p.AtNs)/nsPerMs*poolRate(p))
 	}
-	return level - float64(p.Pending)
+	level -= float64(p.Pending)
+	if !debt {
+		level = math.Max(level, 0)
+	}
+	return level
 }
 
 // restorePool hands a budget actor, as its first message after a start,

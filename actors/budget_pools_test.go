@@ -46,6 +46,8 @@ func TestRestoredLevelRules(t *testing.T) {
 		{"slower definition: its rate", stored(2, 0), timeBased(5, 10_000, 0), poolT0 + 3*sec, 3.5},
 		{"smaller capacity now", stored(2, 0), timeBased(10, 10_000, 4), poolT0 + 100*sec, 4},
 		{"stored above the new capacity", stored(9, 0), timeBased(10, 10_000, 4), poolT0, 4},
+		{"held tokens beyond a lowered capacity: empty, no debt", stored(9, 8), timeBased(10, 10_000, 4), poolT0 + sec, 0},
+		{"held tokens on a debt", stored(-1, 2), timeBased(10, 10_000, 0), poolT0 + sec, -2},
 		{"larger capacity now: the stored one", stored(2, 0), timeBased(10, 10_000, 50), poolT0 + 100*sec, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
