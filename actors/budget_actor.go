@@ -35,7 +35,8 @@ type budgetActor struct {
 	// its former life sent (engine.epoch).
 	epoch uint64
 
-	poolSeq uint64 // the last poolNote's seq (budget_pools.go)
+	durablePools bool   // answers carry pool notes (budget_pools.go)
+	poolSeq      uint64 // the last poolNote's seq
 
 	toQueue outLink[queueMsg] // to the queue actor, flushed at the end of each Receive (batching.go)
 

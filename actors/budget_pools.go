@@ -48,20 +48,29 @@ import (
 const EventPoolRestored EventKind = "pool_restored"
 
 // poolNote is a time_based pool's state right after a change its budget
-// actor made; seq orders the notes of one budget actor (0: no note).
+// actor made: level tokens settled at atNs, pending of them held by
+// reservations; seq orders the notes of one budget actor (0: no note). Its
+// refill is the queue actor's to add (poolMark.floor): a note stays small,
+// as every granted answer carries one.
 type poolNote struct {
-	seq   uint64
-	level persistence.PoolLevel
+	seq     uint64
+	level   float64
+	atNs    uint64
+	pending uint64
 }
 
 // poolMark is what the queue actor knows of a time_based budget's pool for
-// durable mode: the latest note and the slowest refill since it was taken.
+// durable mode: the latest note, as stored, and the slowest refill since it
+// was taken.
 type poolMark struct {
-	note poolNote
+	seq   uint64                // the latest note's
+	level persistence.PoolLevel // the latest note, with floor's refill
 	// floor is the slowest refill (and smallest capacity) of the
-	// definitions written since the budget actor took the notes still
-	// to come: a note may have been taken before the budget applied a
-	// change the queue already wrote.
+	// definitions written since the mark was made. The budget actor
+	// applied one of them when it took any note still to come (a note may
+	// have been taken before the budget applied a change the queue already
+	// wrote; a mark is made at the first note or definition change, and
+	// dropped with a change of type).
 	floor persistence.PoolLevel
 	// inBatch is set while the mark is being put in one batch (putPools).
 	inBatch bool
@@ -133,12 +142,12 @@ func (b *budgetCore) restore(now uint64, p persistence.PoolLevel) {
 // this actor just made to it, with the level settled (no note for other
 // strategies).
 func (a *budgetActor) poolNote() poolNote {
-	p, ok := a.core.poolLevel()
-	if !ok {
+	c := a.core
+	if !a.durablePools || c.def.Strategy.Type != protocol.TimeBased {
 		return poolNote{}
 	}
 	a.poolSeq++
-	return poolNote{seq: a.poolSeq, level: p}
+	return poolNote{seq: a.poolSeq, level: c.level, atNs: c.at, pending: c.held}
 }
 
 // poolLevel is the time_based pool as last settled, with the tokens held
@@ -155,8 +164,11 @@ func (b *budgetCore) poolLevel() (persistence.PoolLevel, bool) {
 // notePool keeps n as key's latest pool note (durable mode, time_based
 // budgets only; older notes of the same budget actor are ignored).
 func (e *queueCore) notePool(key string, n poolNote) *poolMark {
+	if n.seq == 0 || !e.cfg.DurablePools {
+		return nil
+	}
 	be := e.budgets[key]
-	if !e.cfg.DurablePools || n.seq == 0 || be == nil || be.budget.Strategy.Type != protocol.TimeBased {
+	if be == nil || be.budget.Strategy.Type != protocol.TimeBased {
 		return nil
 	}
 	m := be.pool
@@ -164,9 +176,10 @@ func (e *queueCore) notePool(key string, n poolNote) *poolMark {
 		m = &poolMark{floor: refillOf(be.budget.Definition())}
 		be.pool = m
 	}
-	if n.seq > m.note.seq {
-		n.level = slower(n.level, m.floor)
-		m.note = n
+	if n.seq > m.seq {
+		m.seq = n.seq
+		m.level = m.floor
+		m.level.Level, m.level.AtNs, m.level.Pending = math.Min(n.level, float64(m.floor.Capacity)), n.atNs, n.pending
 	}
 	return m
 }
@@ -174,8 +187,8 @@ func (e *queueCore) notePool(key string, n poolNote) *poolMark {
 // putPoolNote notes n (notePool) and puts key's latest level in batch: the
 // batch that commits the change n follows.
 func (e *queueCore) putPoolNote(key string, n poolNote, batch *persistence.Batch) {
-	if m := e.notePool(key, n); m != nil && m.note.seq > 0 {
-		batch.PutPool(key, m.note.level)
+	if m := e.notePool(key, n); m != nil && m.seq > 0 {
+		batch.PutPool(key, m.level)
 	}
 }
 
@@ -185,10 +198,10 @@ func (e *queueCore) putPoolNote(key string, n poolNote, batch *persistence.Batch
 func (e *queueCore) putPools(en *entry, batch *persistence.Batch, put []*poolMark) []*poolMark {
 	for _, b := range en.job.Budgets {
 		be := e.budgets[b.Key]
-		if be == nil || be.pool == nil || be.pool.inBatch || be.pool.note.seq == 0 {
+		if be == nil || be.pool == nil || be.pool.inBatch || be.pool.seq == 0 {
 			continue
 		}
-		batch.PutPool(b.Key, be.pool.note.level)
+		batch.PutPool(b.Key, be.pool.level)
 		be.pool.inBatch = true
 		put = append(put, be.pool)
 	}
@@ -221,9 +234,9 @@ func (e *queueCore) poolsOnDefinition(be *budgetEntry, old, def protocol.Definit
 		be.pool = m
 	}
 	m.floor = slower(m.floor, refillOf(def))
-	if m.note.seq > 0 {
-		m.note.level = slower(m.note.level, m.floor)
-		batch.PutPool(key, m.note.level)
+	if m.seq > 0 {
+		m.level = slower(m.level, m.floor)
+		batch.PutPool(key, m.level)
 	}
 }
 

@@ -602,9 +602,9 @@ func (s *sim) handleBudget(sb *simBudget, m budgetMsg) {
 			s.stats.refusals++
 		}
 		resp := &ReserveResponse{Key: sb.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: out.granted, Committed: committed, Cost: m.Job.Cost, en: m.en, by: c, epoch: s.eng.epoch}
-		if p, ok := c.poolLevel(); ok && out.granted {
+		if p, ok := c.poolLevel(); ok && out.granted && s.cfg.DurablePools {
 			sb.poolSeq++
-			resp.Pool = poolNote{seq: sb.poolSeq, level: p}
+			resp.Pool = poolNote{seq: sb.poolSeq, level: p.Level, atNs: p.AtNs, pending: p.Pending}
 		}
 		s.push(simMsg{qm: resp})
 		if !out.granted && out.woken == nil {

@@ -331,7 +331,7 @@ func (a *queueActor) spawnBudget(b protocol.Budget) {
 	core := newBudgetCore(b.Key, b.Definition(), nanos(a.clock.Now()), a.consumed.has)
 	epoch := a.eng.epoch
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer, epoch: epoch}
+		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.log.With("component", "budget", "budget", b.Key), tracer: a.tracer, epoch: epoch, durablePools: a.cfg.DurablePools}
 	})
 	a.budgets[b.Key] = &outLink[budgetMsg]{pid: a.ctx.Spawn(props)}
 }
