@@ -166,8 +166,13 @@ func mustPoolLevel(t *testing.T, b *budgetCore) persistence.PoolLevel {
 // poolEngine starts an engine on store with an injected clock.
 func poolEngine(t *testing.T, store persistence.JobStore, clock Clock, durable bool) *Engine {
 	t.Helper()
+	return poolEngineTraced(t, store, clock, durable, nil)
+}
+
+func poolEngineTraced(t *testing.T, store persistence.JobStore, clock Clock, durable bool, tracer *Tracer) *Engine {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e, err := Start(Config{Store: store, Logger: log, Clock: clock, Engine: EngineConfig{DurablePools: durable}})
+	e, err := Start(Config{Store: store, Logger: log, Clock: clock, Tracer: tracer, Engine: EngineConfig{DurablePools: durable}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +269,10 @@ func TestDurablePoolsAcrossRestart(t *testing.T) {
 	e.Stop()
 
 	clock.set(clock.nowMs() + 2000)
-	e = poolEngine(t, store, clock, true)
+	tracer := NewTracer()
+	sub := tracer.Subscribe(1024)
+	defer sub.Close()
+	e = poolEngineTraced(t, store, clock, true, tracer)
 	want := map[string]float64{"a": 2, "b": 2 + 4*2.0/60, "c": 2.0 / 3600, "0conc": 50}
 	for key, w := range want {
 		if got := poolTokens(t, e, key); math.Abs(got-w) > 1e-9 {
@@ -272,6 +280,15 @@ func TestDurablePoolsAcrossRestart(t *testing.T) {
 		}
 	}
 	e.Stop()
+	restored := map[string]bool{}
+	for len(sub.C) > 0 {
+		if ev := <-sub.C; ev.Kind == EventPoolRestored {
+			restored[ev.Budget] = true
+		}
+	}
+	if len(restored) != 3 || !restored["a"] || !restored["b"] || !restored["c"] {
+		t.Errorf("pool_restored traced for %v, want a, b and c", restored)
+	}
 
 	e = poolEngine(t, store, clock, false)
 	for key, w := range map[string]float64{"a": 10, "b": 4, "c": 1, "0conc": 50} {
