@@ -100,6 +100,7 @@ func (e *queueCore) replaceBudget(now uint64, be *budgetEntry, def protocol.Defi
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	batch.PutBudget(&b)
 	e.writtenByAPI(be, batch)
+	e.poolsOnDefinition(be, old.Definition(), def, batch)
 	e.persistOrUndo(batch, reply, &BudgetResponse{Budget: b}, func(uint64) {
 		e.restoreBudgetDefinition(old)
 	})

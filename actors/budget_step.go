@@ -88,6 +88,10 @@ func (b *budgetCore) step(now uint64, msg budgetMsg, out *stepOutput) {
 		woken := b.unpark(now, m.JobID, m.Priority)
 		b.traceJob(out, now, EventUnparked, m.JobID)
 		b.wake(now, out, woken, "release")
+	case *restorePool:
+		b.restoreLevel(now, m.level)
+		b.traceBudget(out, now, EventPoolRestored)
+		b.syncTimer(now, out)
 	case *ApplyDefinition:
 		woken := b.update(now, m.Definition)
 		b.traceBudget(out, now, EventBudgetUpdated)
@@ -124,10 +128,14 @@ func (b *budgetCore) onReserve(now uint64, m *ReserveRequest, out *stepOutput) {
 	if committed {
 		b.traceJob(out, now, EventCommit, m.Job.ID)
 	}
-	out.sends = append(out.sends, budgetSend{answer: ReserveResponse{
+	answer := ReserveResponse{
 		Key: b.key, JobID: m.Job.ID, Priority: m.Job.Priority, Granted: res.granted, Committed: committed, Cost: m.Job.Cost,
 		entry: m.entry, Incarnation: b.incarnation, epoch: b.epoch,
-	}})
+	}
+	if res.granted {
+		answer.Pool = b.poolNote() // durable pools (budget_pools.go)
+	}
+	out.sends = append(out.sends, budgetSend{answer: answer})
 	b.wake(now, out, res.woken, "refill")
 }
 

@@ -85,6 +85,10 @@ type budgetCore struct {
 	refusals    uint64
 	settlements uint64 // budget_settle.go
 
+	// durablePools: granted answers carry a note of the pool
+	// (budget_pools.go).
+	durablePools bool
+
 	obs budgetObs // trace bookkeeping (observe.go)
 }
 

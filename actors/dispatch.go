@@ -171,6 +171,7 @@ func (e *queueCore) flush() {
 	}
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	deliveries := make([]delivery, 0, len(e.flushPending))
+	var pools []*poolMark // durable pools put in batch (budget_pools.go)
 	for _, s := range e.flushPending {
 		if len(s.outbox) == 0 || s.writerBusy {
 			continue
@@ -180,6 +181,9 @@ func (e *queueCore) flush() {
 		jobs := make([]protocol.Job, len(s.outbox))
 		for i, en := range s.outbox {
 			e.putDispatched(en, batch)
+			if e.cfg.DurablePools {
+				pools = e.putPools(en, batch, pools)
+			}
 			jobs[i] = *en.job
 		}
 		s.writerBusy = true
@@ -188,6 +192,7 @@ func (e *queueCore) flush() {
 		s.outbox = s.outbox[:0]
 	}
 	e.flushPending = e.flushPending[:0]
+	donePools(pools)
 	out := e.out
 	e.out.persist(batch, func(err error) {
 		// back in the actor, after any earlier refusal was undone

@@ -14,14 +14,17 @@ import (
 
 // benchEngine starts a real engine (actors, group committer) on an
 // in-memory badger store.
-func benchEngine(b *testing.B) *Engine {
+func benchEngine(b *testing.B) *Engine { return benchEngineWith(b, EngineConfig{}) }
+
+// benchEngineWith is benchEngine with the given engine config.
+func benchEngineWith(b *testing.B, cfg EngineConfig) *Engine {
 	b.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store, err := persistence.Open(persistence.Config{InMemory: true, Logger: log})
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := Start(Config{Store: store, Logger: log, Engine: EngineConfig{GlobalInFlightLimit: 0}})
+	e, err := Start(Config{Store: store, Logger: log, Engine: cfg})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,7 +67,8 @@ func consume(b *testing.B, e *Engine, id uint64, batches chan []protocol.Job, n 
 
 // BenchmarkDispatch measures dispatch throughput through the real actors
 // (enqueue in bulks of 1000 first, then one stream with prefetch 100 that
-// acks each batch): unbudgeted jobs vs jobs on one budget vs on two.
+// acks each batch): unbudgeted jobs vs jobs on one budget vs on two, and on
+// two with durable pool levels (SPEC §10.4).
 func BenchmarkDispatch(b *testing.B) {
 	loose := protocol.Definition{Allocation: protocol.MaxAllocation, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}
 	rate := protocol.Definition{Allocation: protocol.MaxAllocation, Strategy: protocol.Strategy{Type: protocol.TimeBased, DurationMs: 1}}
@@ -72,14 +76,16 @@ func BenchmarkDispatch(b *testing.B) {
 		name     string
 		budgets  map[string]protocol.Definition
 		bindings []protocol.Binding
+		durable  bool
 	}{
-		{"unbudgeted", nil, nil},
-		{"one_budget", map[string]protocol.Definition{"a": loose}, []protocol.Binding{{Key: "a", Cost: 1}}},
-		{"two_budgets", map[string]protocol.Definition{"a": loose, "b": rate}, []protocol.Binding{{Key: "a", Cost: 1}, {Key: "b", Cost: 1}}},
+		{"unbudgeted", nil, nil, false},
+		{"one_budget", map[string]protocol.Definition{"a": loose}, []protocol.Binding{{Key: "a", Cost: 1}}, false},
+		{"two_budgets", map[string]protocol.Definition{"a": loose, "b": rate}, []protocol.Binding{{Key: "a", Cost: 1}, {Key: "b", Cost: 1}}, false},
+		{"two_budgets_durable", map[string]protocol.Definition{"a": loose, "b": rate}, []protocol.Binding{{Key: "a", Cost: 1}, {Key: "b", Cost: 1}}, true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			e := benchEngine(b)
+			e := benchEngineWith(b, EngineConfig{DurablePools: c.durable})
 			ctx := context.Background()
 			for k, d := range c.budgets {
 				if _, _, err := e.CreateBudget(ctx, k, d, false); err != nil {

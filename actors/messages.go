@@ -102,6 +102,10 @@ type ReserveResponse struct {
 	Incarnation uint64
 	entry       entryRef // ReserveRequest.entry, handed back
 	epoch       uint64   // the engine's the answering budget was made for
+
+	// Pool is the time_based pool as the grant left it (durable pools,
+	// budget_pools.go).
+	Pool poolNote
 }
 
 // JobsWoken hands parked jobs back to the queue: their budget can now

@@ -338,6 +338,11 @@ func newSim(tb testing.TB, seed uint64, dir string) *sim {
 	if seed%3 == 0 {
 		s.cfg.GlobalInFlightLimit = 4
 	}
+	if seed%4 == 1 {
+		// time_based levels kept across restarts: every reservation is
+		// final (budget_pools.go)
+		s.cfg.DurablePools = true
+	}
 	if seed%2 == 0 {
 		// room for a few payloads only: the rest are read from the store
 		s.cfg.PayloadCacheBytes = 4 * len(modelPayload("q0", 1))
@@ -383,6 +388,13 @@ func (s *sim) start() {
 	}
 	for _, b := range budgets {
 		s.eng.loadBudget(*b)
+	}
+	if s.cfg.DurablePools {
+		levels, err := s.store.LoadPools()
+		if err != nil {
+			s.tb.Fatalf("load pool levels: %v", err)
+		}
+		s.eng.restorePools(levels)
 	}
 	batch := persistence.NewBatch(true)
 	err = s.store.ScanJobs(func(j *protocol.Job, m persistence.Ref) error {
@@ -471,6 +483,7 @@ func (s *sim) spawnBudget(b protocol.Budget) {
 	}
 	sb := &simBudget{s: s, key: b.Key, core: newBudgetCore(b.Key, b.Definition(), s.now*nsPerMs, s.consumed.has), periodStart: s.seq}
 	sb.core.epoch = s.eng.epoch
+	sb.core.durablePools = s.cfg.DurablePools
 	if old := s.budgets[b.Key]; old != nil && old.failed {
 		// made anew after a failure: the same pool goes on, and so do
 		// the dispatch windows it is checked against

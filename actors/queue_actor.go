@@ -285,6 +285,14 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 		return
 	}
 	a.eng.loadBudgetExtras(now, extras)
+	if a.cfg.DurablePools {
+		levels, err := a.store.LoadPools()
+		if err != nil {
+			a.loadErr = err
+			return
+		}
+		a.eng.restorePools(levels)
+	}
 	crons, err := a.store.LoadCronGroups()
 	if err != nil {
 		a.loadErr = err
@@ -363,6 +371,7 @@ func (a *queueActor) toBudget(key string, msg budgetMsg) {
 func (a *queueActor) spawnBudget(b protocol.Budget) {
 	self := a.ctx.Self()
 	core := newBudgetCore(b.Key, b.Definition(), nanos(a.clock.Now()), a.consumed.has)
+	core.durablePools = a.cfg.DurablePools
 	core.epoch = a.eng.epoch
 	a.incarnations[b.Key] = core.incarnation
 	props := actor.PropsFromProducer(func() actor.Actor {

@@ -47,6 +47,9 @@ type EngineConfig struct {
 	// size from which the jobs of one enqueue request may be stored
 	// together (default persistence.DefaultGroupFrom).
 	GroupMinJobs int
+	// DurablePools keeps time_based pool levels across restarts (SPEC
+	// §10.4, --budget-pools durable; budget_pools.go).
+	DurablePools bool
 }
 
 // outbox is how the engine acts on the world; the queue actor implements
@@ -142,6 +145,7 @@ type budgetEntry struct {
 	boundOne   int
 	boundTotal int
 	life       budgetLife // hold and idle collection (budget_collect.go)
+	pool       *poolMark  // durable pools: its latest level (budget_pools.go)
 }
 
 // stream is a take stream's bookkeeping.

@@ -114,6 +114,7 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 		e.pump(now)
 		return
 	}
+	e.notePool(m.Key, m.Pool) // durable pools (budget_pools.go)
 	en.resv.idx++
 	if en.resv.idx < len(en.resv.bindings) {
 		e.askNext(en)

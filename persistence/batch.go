@@ -102,12 +102,13 @@ func (b *Batch) PutError(id string, rec *protocol.ErrorRecord) { b.set(errorKey(
 // PutBudget stores a budget.
 func (b *Batch) PutBudget(bu *protocol.Budget) { b.set(budgetKey(bu.Key), bu) }
 
-// DeleteBudget removes a budget, with its hold and on-the-fly mark
-// (holds.go).
+// DeleteBudget removes a budget with its hold, on-the-fly mark (holds.go)
+// and stored pool level (pools.go).
 func (b *Batch) DeleteBudget(key string) {
 	b.del(budgetKey(key))
 	b.del(holdKey(key))
 	b.del(onTheFlyKey(key))
+	b.DeletePool(key)
 }
 
 // Len is the number of writes in the batch.

@@ -29,6 +29,9 @@ type JobStore interface {
 	// LoadBudgetExtras returns the stored budget holds and on-the-fly
 	// marks (holds.go).
 	LoadBudgetExtras() (*BudgetExtras, error)
+	// LoadPools returns every stored time_based pool level by budget key
+	// (SPEC §10.4; written only with --budget-pools durable).
+	LoadPools() (map[string]PoolLevel, error)
 	// LoadCronGroups returns every stored cron group in name order, each
 	// with its entries.
 	LoadCronGroups() ([]StoredCronGroup, error)

@@ -21,6 +21,7 @@ import "encoding/binary"
 //	k/<batch key>                id of the key's pending job    queue actor
 //	h/<budget key>               budget hold (until, drained)   queue actor
 //	o/<budget key>               empty: made by a create_with   queue actor
+//	l/<budget key>               time_based pool level          queue actor
 //
 // A bulk enqueue stores its jobs as groups (group.go); a member's own
 // j/<id> record, when it has one, overrides the group's copy.
@@ -54,6 +55,7 @@ var (
 	batchPrefix    = []byte("k/")
 	holdPrefix     = []byte("h/")
 	onTheFlyPrefix = []byte("o/")
+	poolPrefix     = []byte("l/")
 )
 
 func cronTimesKey(group, entry string) []byte {

@@ -53,6 +53,9 @@ type serveConfig struct {
 	// MetricsBudgetSeries bounds the per-budget series of /metrics to the
 	// budgets with the most unfinished jobs bound; 0 = every budget.
 	MetricsBudgetSeries int
+	// BudgetPools is memory (time_based pools start full after a restart)
+	// or durable (they keep their level, SPEC §10.4).
+	BudgetPools string
 	// IdleTimeout closes a keep-alive connection that carries no request
 	// for this long.
 	IdleTimeout time.Duration
@@ -225,6 +228,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		ReaperInterval:      30 * time.Second,
 		DefaultCommitMode:   persistence.Buffered,
 		MaxBudgets:          8192,
+		BudgetPools:         "memory",
 		GCHeadroomMiB:       128,
 		LogMaxSizeMiB:       100,
 		LogMaxFiles:         5,
@@ -307,6 +311,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("budget-idle-ttl", "TOLLGATE_BUDGET_IDLE_TTL", "delete a budget made by create_with once idle and full this long; 0 = never")
 	fs.IntVar(&cfg.MetricsBudgetSeries, "metrics-budget-series", cfg.MetricsBudgetSeries, "")
 	def("metrics-budget-series", "TOLLGATE_METRICS_BUDGET_SERIES", "per-budget /metrics series only for this many budgets, those with the most unfinished jobs; 0 = all")
+	fs.StringVar(&cfg.BudgetPools, "budget-pools", cfg.BudgetPools, "")
+	def("budget-pools", "TOLLGATE_BUDGET_POOLS", "memory|durable: time_based pools start full after a restart, or keep their level")
 	fs.Var(durationValue{&cfg.IdleTimeout}, "idle-timeout", "")
 	def("idle-timeout", "TOLLGATE_IDLE_TIMEOUT", "close a keep-alive connection idle this long")
 	fs.Var(durationValue{&cfg.ReadHeaderTimeout}, "read-header-timeout", "")
@@ -367,6 +373,8 @@ func (c *serveConfig) validate() error {
 		return errorf("invalid --max-budgets %d: must be >= 0", c.MaxBudgets)
 	case c.MetricsBudgetSeries < 0:
 		return errorf("invalid --metrics-budget-series %d: must be >= 0", c.MetricsBudgetSeries)
+	case c.BudgetPools != "memory" && c.BudgetPools != "durable":
+		return errorf("invalid --budget-pools %q: must be memory or durable", c.BudgetPools)
 	case c.BackoffExponent < 0 || c.BackoffExponent != c.BackoffExponent:
 		return errorf("invalid --default-backoff-exponent: must be a finite number >= 0")
 	case c.HeartbeatInterval <= 0:

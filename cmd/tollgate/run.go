@@ -187,6 +187,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 			DeadRetention:      cfg.DeadRetention,
 			MaxBudgets:         cfg.MaxBudgets,
 			BudgetIdleTTL:      cfg.BudgetIdleTTL,
+			DurablePools:       cfg.BudgetPools == "durable",
 			EnqueueSync:        cfg.EnqueueCommitMode == persistence.Fsync,
 			DefaultSync:        cfg.DefaultCommitMode == persistence.Fsync,
 			ReaperInterval:     cfg.ReaperInterval,
