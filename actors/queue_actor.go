@@ -279,12 +279,8 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	for _, b := range budgets {
 		a.eng.loadBudget(*b)
 	}
-	extras, err := a.store.LoadBudgetExtras()
-	if err != nil {
-		a.loadErr = err
-		return
-	}
-	a.eng.loadBudgetExtras(now, extras)
+	// Stored pool levels first, then holds: a drained hold still in force
+	// empties whatever level was restored (SPEC §10.2, §10.4).
 	if a.cfg.DurablePools {
 		levels, err := a.store.LoadPools()
 		if err != nil {
@@ -293,6 +289,12 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 		}
 		a.eng.restorePools(levels)
 	}
+	extras, err := a.store.LoadBudgetExtras()
+	if err != nil {
+		a.loadErr = err
+		return
+	}
+	a.eng.loadBudgetExtras(now, extras)
 	crons, err := a.store.LoadCronGroups()
 	if err != nil {
 		a.loadErr = err
