@@ -75,6 +75,11 @@ type poolMark struct {
 	floor persistence.PoolLevel
 	// inBatch is set while the mark is being put in one batch (putPools).
 	inBatch bool
+	// owed is what acked settlements debit beyond their dispatch's
+	// debit, written with their acks, that no note of the budget counts
+	// yet (owePools, onPoolSettled): every note taken meanwhile is lowered
+	// by it.
+	owed float64
 }
 
 // refillOf is a level carrying def's refill and capacity (its level and
@@ -184,7 +189,7 @@ func (e *queueCore) notePool(key string, n poolNote) *poolMark {
 	if n.seq > m.seq {
 		m.seq = n.seq
 		m.level = m.floor
-		m.level.Level, m.level.AtNs, m.level.Pending = math.Min(n.level, float64(m.floor.Capacity)), n.atNs, n.pending
+		m.level.Level, m.level.AtNs, m.level.Pending = math.Min(n.level, float64(m.floor.Capacity))-m.owed, n.atNs, n.pending
 	}
 	return m
 }
@@ -246,13 +251,72 @@ func (e *queueCore) poolsOnDefinition(be *budgetEntry, old, def protocol.Definit
 }
 
 // restorePools starts each time_based budget's pool from its stored level
-// (durable mode, at load, after the budgets are loaded).
+// (durable mode, at load, after the budgets are loaded). The stored level
+// is kept as the budget's mark, with no note yet, so a settlement acked
+// before the budget's next grant lowers that level (owePools).
 func (e *queueCore) restorePools(levels map[string]persistence.PoolLevel) {
 	for key, p := range levels {
 		be := e.budgets[key]
 		if be == nil || be.budget.Strategy.Type != protocol.TimeBased {
 			continue
 		}
+		be.pool = &poolMark{floor: refillOf(be.budget.Definition()), level: slower(p, refillOf(be.budget.Definition()))}
 		e.out.toBudget(key, &restorePool{level: p})
 	}
+}
+
+// ---------------------------------------------------------------- settlement
+
+// owePools makes the settlements of an ack durable with it (durable mode,
+// SPEC §10.4): for each that debits beyond its dispatch's debit, the
+// budget's stored level is lowered by the difference, in a batch submitted
+// before the ack's (batches are written in the order submitted, so an ack
+// that is durable has its debit stored too). Until the budget's note that
+// counts the settlement arrives (onPoolSettled), the debit is owed: notes
+// taken before it are lowered by it. A credit changes nothing stored: the
+// stored level stays below the true one, on the safe side.
+func (e *queueCore) owePools(pending []pendingSettle) {
+	if !e.cfg.DurablePools {
+		return
+	}
+	var batch *persistence.Batch
+	for i := range pending {
+		p := &pending[i]
+		be := e.budgets[p.key]
+		if p.msg.Cost <= p.msg.Reserved || be == nil || be.pool == nil || be.budget.Strategy.Type != protocol.TimeBased {
+			continue
+		}
+		extra := float64(p.msg.Cost - p.msg.Reserved)
+		be.pool.owed += extra
+		be.pool.level.Level -= extra
+		p.msg.Owed = extra
+		if batch == nil {
+			batch = persistence.NewBatch(e.cfg.DefaultSync)
+		}
+		batch.PutPool(p.key, be.pool.level)
+	}
+	if batch != nil {
+		e.out.persist(batch, func(error) {}) // a refused write: the ack after it is refused too
+	}
+}
+
+// poolSettled is a budget's note of its pool right after it applied a
+// settlement the queue counted as owed (Owed, SettleCost.Owed).
+type poolSettled struct {
+	Key   string
+	Note  poolNote
+	Owed  float64
+	epoch uint64
+}
+
+func (*poolSettled) isQueueMsg() {}
+
+// onPoolSettled ends what a settlement owed: the note carried counts it.
+func (e *queueCore) onPoolSettled(m *poolSettled) {
+	be := e.budgets[m.Key]
+	if m.epoch != e.epoch || be == nil || be.pool == nil {
+		return
+	}
+	be.pool.owed = math.Max(0, be.pool.owed-m.Owed)
+	e.notePool(m.Key, m.Note)
 }

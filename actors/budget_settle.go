@@ -20,6 +20,10 @@ type SettleCost struct {
 	JobID    string
 	Reserved uint32
 	Cost     uint32
+	// Owed is the debit beyond Reserved the queue actor stored with the
+	// ack (durable pools, budget_pools.go owePools); the budget answers
+	// with a note once it applied it.
+	Owed float64
 }
 
 func (*SettleCost) isBudgetMsg() {}
@@ -48,6 +52,9 @@ func (b *budgetCore) onSettle(now uint64, m *SettleCost, out *stepOutput) {
 		reserved, real := m.Reserved, m.Cost
 		b.event(out, Event{Kind: EventSettled, JobID: m.JobID, Queue: r.Queue, Cost: m.Reserved,
 			Reserved: &reserved, RealCost: &real, Tokens: tokensPtr(b.tokens(now))})
+	}
+	if m.Owed > 0 {
+		out.sends = append(out.sends, budgetSend{other: &poolSettled{Key: b.key, Note: b.poolNote(), Owed: m.Owed, epoch: b.epoch}})
 	}
 	b.wake(now, out, woken, "settle")
 }

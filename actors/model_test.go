@@ -582,6 +582,8 @@ func (s *sim) handleQueue(m any) {
 		}
 	case *JobsDue:
 		s.eng.onJobsDue(now, m.IDs)
+	case *poolSettled:
+		s.eng.onPoolSettled(m)
 	case *StreamWritten:
 		s.eng.streamWritten(now, m.StreamID)
 	default:

@@ -236,6 +236,8 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 		a.eng.deleteHold(now, m, a.replier(ctx))
 	case *budgetIdleAnswer:
 		a.eng.onBudgetIdle(now, m)
+	case *poolSettled:
+		a.eng.onPoolSettled(m)
 	case *collectTick:
 		a.collectCancel = nil
 		a.eng.onCollectTick(now)

@@ -76,6 +76,7 @@ func (e *queueCore) ackSettling(now uint64, m *AckJobs, reply func(any)) {
 		}
 		pending = settlementsOf(j, list, pending)
 	}
+	e.owePools(pending)
 	e.ack(now, m.IDs, e.settleWhenDurable(pending, reply))
 }
 
@@ -91,7 +92,9 @@ func (e *queueCore) failSettling(now uint64, m *FailJob, reply func(any)) {
 		reply(err)
 		return
 	}
-	e.fail(now, m, e.settleWhenDurable(settlementsOf(j, m.Settle, nil), reply))
+	pending := settlementsOf(j, m.Settle, nil)
+	e.owePools(pending)
+	e.fail(now, m, e.settleWhenDurable(pending, reply))
 }
 
 // settleWhenDurable wraps a request's reply: when the request's write is

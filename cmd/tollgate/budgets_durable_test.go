@@ -203,3 +203,25 @@ func TestBudgetsDurablePoolDrainedByHold(t *testing.T) {
 		t.Fatalf("tokens %v after a restart of a drained, held budget with durable pools; want it empty", tokens)
 	}
 }
+
+// TestBudgetsDurablePoolKeepsSettledDebt: with durable pools, a settlement
+// that debits beyond the dispatch's cost is stored with its ack, so a
+// restart right after it restores the level the settlement left, not the
+// one the dispatch left (SPEC §10.1, §10.4).
+func TestBudgetsDurablePoolKeepsSettledDebt(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, "--budget-pools", "durable")
+	budMustPut(t, s, "sd", budTB(10, 600_000, 0)) // 10 tokens, a slow refill
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("sdq", 1), Accept: apitest.AcceptNDJSON})
+	budEnqueue(t, s, budJob("sdq", budBind("sd", 1)))
+	f := st.NextJobFrame(t, 10*time.Second)
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "POST", "/jobs/"+f.Job.ID+"/success",
+		map[string]any{"settle": []map[string]any{{"key": "sd", "cost": 9}}}))
+	st.Close()
+	s.Kill()
+	s.Restart()
+	state := apitest.Object(t, apitest.DoJSON(t, s.URL, "GET", "/budgets/sd/state", nil), http.StatusOK)
+	if tokens := budFloat(t, state, "tokens"); tokens > 1.5 {
+		t.Fatalf("tokens %v after a restart that followed a settlement of 9 on a pool of 10; want about 1", tokens)
+	}
+}
