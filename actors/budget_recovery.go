@@ -15,15 +15,18 @@ package actors
 //   - the jobs awaiting its answer ask the new budget again (an answer the
 //     old one never sent is the same as one lost with the failing message);
 //   - a time_based pool keeps the level the report carries, less the
-//     debits of the commits the old budget never handled: jobs in flight
-//     in the view that the report says it still held for.
+//     debits of the commits the old budget may never have handled: every
+//     job the report says it held tokens for that is not reserving on it
+//     still (such a job may have run and finished since, so the view
+//     cannot tell a commit from a release; a release taken for a commit
+//     only leaves tokens to drip in again).
 //
 // Messages the queue sent the old budget after it failed are lost, but none
 // matters: each changed something the view already shows (a commit, a
 // release, a return, an unpark, a new definition) or is re-sent (a
 // reservation). The failed budget sends nothing after its report, so no
 // answer of it can arrive once the new one stands. So no parked job is
-// stranded, and no token is lost or counted twice
+// stranded, and no token is counted twice
 // (TestBudgetActorPanicRecovers, TestModelBudgetFailures). One exception,
 // on the safe side: time_based tokens a refund sent to the failed budget
 // would have given back are not given back (they drip in again).
@@ -45,7 +48,7 @@ type BudgetFailed struct {
 	Pool  bool
 	// Held lists the jobs it held tokens for then (granted, not yet
 	// committed or released).
-	Held []string
+	Held []JobHold
 	// Reason is what the panic said, for the log.
 	Reason string
 	epoch  uint64
@@ -94,17 +97,21 @@ func (b *budgetCore) restore(m *RestoreBudget) {
 }
 
 // heldBefore lists the jobs the core held tokens for before the step on m
-// began, m having failed: a step changes at most the hold of m's job, and a
-// commit that failed had not taken its hold yet.
-func (b *budgetCore) heldBefore(m budgetMsg) []string {
-	ids := make([]string, 0, len(b.holds)+1)
-	for id := range b.holds {
-		ids = append(ids, id)
+// began, with their costs, m having failed: a step changes at most the hold
+// of m's job, and a commit's job is listed whether or not its step took the
+// hold already.
+func (b *budgetCore) heldBefore(m budgetMsg) []JobHold {
+	held := make([]JobHold, 0, len(b.holds)+1)
+	c, commit := m.(*CommitReservation)
+	for id, cost := range b.holds {
+		if !commit || id != c.JobID {
+			held = append(held, JobHold{JobID: id, Cost: cost})
+		}
 	}
-	if c, ok := m.(*CommitReservation); ok {
-		ids = append(ids, c.JobID)
+	if commit {
+		held = append(held, JobHold{JobID: c.JobID, Cost: c.Cost})
 	}
-	return ids
+	return held
 }
 
 // onBudgetFailed makes the failed budget anew from the view (see above).
@@ -121,9 +128,17 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 	key := m.Key
 	e.out.spawnBudget(be.budget)
 	r := &RestoreBudget{Level: m.Level, At: m.At, Pool: m.Pool}
-	held := make(map[string]bool, len(m.Held))
-	for _, id := range m.Held {
-		held[id] = true
+	// held: the jobs the old budget held tokens for, less those still
+	// reserving on it (restored as holds below). Each of the others was
+	// committed or released since, and the old budget may not have handled
+	// it; a commit it never handled is a debit the level must still take.
+	// Which it was the view cannot always tell (the job may have run and
+	// finished, or failed and be ready again, since), so every one is taken
+	// as committed: on the safe side, a release the old budget missed
+	// leaves time_based tokens that drip in again, never a second grant.
+	held := make(map[string]uint32, len(m.Held))
+	for _, h := range m.Held {
+		held[h.JobID] = h.Cost
 	}
 	var ask []*entry
 	for _, en := range e.jobs {
@@ -131,9 +146,6 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 		case stInFlight:
 			if c, ok := bindingCost(en.job.Budgets, key); ok {
 				r.InFlight += uint64(c)
-				if held[en.job.ID] && r.Pool {
-					r.Level -= float64(c) // its commit never reached the old budget
-				}
 			}
 		case stParked:
 			if en.parkedOn == key {
@@ -146,10 +158,16 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 				case b.Key != key:
 				case i < en.resv.idx:
 					r.Holds = append(r.Holds, JobHold{JobID: en.job.ID, Cost: b.Cost})
+					delete(held, en.job.ID)
 				case i == en.resv.idx:
 					ask = append(ask, en)
 				}
 			}
+		}
+	}
+	if r.Pool {
+		for _, cost := range held {
+			r.Level -= float64(cost)
 		}
 	}
 	e.out.toBudget(key, r)

@@ -114,11 +114,21 @@ func TestBudgetActorPanicRecovers(t *testing.T) {
 	}
 	require.False(t, timers.failNext.Load(), "the injected failure never happened")
 	created := 0
+	var events []Event
 	for len(sub.C) > 0 {
-		if ev := <-sub.C; ev.Kind == EventBudgetCreated && ev.Budget == "tb" {
+		ev := <-sub.C
+		events = append(events, ev)
+		if ev.Kind == EventBudgetCreated && ev.Budget == "tb" {
 			created++
 		}
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, ev := range events {
+				t.Logf("%s %s %s %s job=%s", ev.Time.Format("05.000"), ev.Actor, ev.Kind, ev.Reason, ev.JobID)
+			}
+		}
+	})
 	require.Equal(t, 2, created, "budget tb was not made anew after its failure")
 	for i, j := range got {
 		// 2 at once (the burst), then one every 500 ms

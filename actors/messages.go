@@ -23,7 +23,10 @@ type ReserveRequest struct {
 }
 
 // CommitReservation turns a granted hold into a debit (the job dispatches).
-type CommitReservation struct{ JobID string }
+type CommitReservation struct {
+	JobID string
+	Cost  uint32 // the binding's cost (a failed budget's report names it, budget_recovery.go)
+}
 
 // ReleaseReservation drops a granted hold that will not be committed.
 type ReleaseReservation struct{ JobID string }

@@ -140,7 +140,7 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 	}
 	for _, b := range held {
 		c := e.msgs.commits.new()
-		c.JobID = en.job.ID
+		c.JobID, c.Cost = en.job.ID, b.Cost
 		e.out.toBudget(b.Key, c)
 	}
 	e.dispatch(now, en, s)
