@@ -31,8 +31,8 @@
 // For other writers of a level (a settlement with its ack, a drain with its
 // hold): the budget takes a note with budgetCore.poolNote after
 // changing its level, hands it to the queue actor in its answer, and the
-// queue actor, in the handler that builds the batch of that change, calls
-// queueCore.putPoolNote(key, note, batch).
+// queue actor keeps it with notePool and writes it with the batch of that
+// change. A settlement's extra debit is stored before its ack (owePools).
 
 package actors
 
@@ -160,17 +160,6 @@ func (b *budgetCore) poolNote() poolNote {
 	return poolNote{seq: poolNoteSeqs.Add(1), level: b.level, atNs: b.at, pending: b.held}
 }
 
-// poolLevel is the time_based pool as last settled, with the tokens held
-// by reservations (false for other strategies).
-func (b *budgetCore) poolLevel() (persistence.PoolLevel, bool) {
-	if b.def.Strategy.Type != protocol.TimeBased {
-		return persistence.PoolLevel{}, false
-	}
-	p := refillOf(b.def)
-	p.Level, p.AtNs, p.Pending = b.level, b.at, b.held
-	return p, true
-}
-
 // notePool keeps n as key's latest pool note (durable mode, time_based
 // budgets only; older notes of the same budget actor are ignored).
 func (e *queueCore) notePool(key string, n poolNote) *poolMark {
@@ -192,14 +181,6 @@ func (e *queueCore) notePool(key string, n poolNote) *poolMark {
 		m.level.Level, m.level.AtNs, m.level.Pending = math.Min(n.level, float64(m.floor.Capacity))-m.owed, n.atNs, n.pending
 	}
 	return m
-}
-
-// putPoolNote notes n (notePool) and puts key's latest level in batch: the
-// batch that commits the change n follows.
-func (e *queueCore) putPoolNote(key string, n poolNote, batch *persistence.Batch) {
-	if m := e.notePool(key, n); m != nil && m.seq > 0 {
-		batch.PutPool(key, m.level)
-	}
 }
 
 // putPools puts in batch the latest level of each time_based budget of a

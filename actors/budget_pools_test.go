@@ -353,3 +353,14 @@ func TestDurablePoolsDefinitionChanges(t *testing.T) {
 		}
 	}
 }
+
+// poolLevel is the time_based pool as last settled, with the tokens held
+// by reservations (false for other strategies).
+func (b *budgetCore) poolLevel() (persistence.PoolLevel, bool) {
+	if b.def.Strategy.Type != protocol.TimeBased {
+		return persistence.PoolLevel{}, false
+	}
+	p := refillOf(b.def)
+	p.Level, p.AtNs, p.Pending = b.level, b.at, b.held
+	return p, true
+}

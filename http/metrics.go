@@ -26,23 +26,22 @@ type engineCollector struct {
 	log    *slog.Logger
 	series int // per-budget series bound (0: all)
 
-	jobs, parked                            *prometheus.Desc
-	enqueued, dispatched, acked, failed     *prometheus.Desc
-	timedOut, settlements                   *prometheus.Desc
-	folded, sealed, foldWorkers             *prometheus.Desc
-	tokens, inFlight, held, budgetParked    *prometheus.Desc
-	budgetDispatches, refusals, wakeAt      *prometheus.Desc
-	streams, subscribers, scrapeError       *prometheus.Desc
-	budgetAllocation, budgetCapacity        *prometheus.Desc
-	headAffordableAt, heldUntil             *prometheus.Desc
-	budgets, budgetsHeld, boundJobs         *prometheus.Desc
-	holdsSet, holdsReleased, drains         *prometheus.Desc
-	collected                               *prometheus.Desc
-	queueWait, runTime                      *prometheus.Desc
-	cronFired, cronSkipped, cronPaused      *prometheus.Desc
-	cronLateSum, cronLateMax, cronEntries   *prometheus.Desc
-	jobStatuses                             []protocol.Status
-	budgetLabels, queueLabels, statusLabels []string
+	jobs, parked                          *prometheus.Desc
+	enqueued, dispatched, acked, failed   *prometheus.Desc
+	timedOut, settlements                 *prometheus.Desc
+	folded, sealed, foldWorkers           *prometheus.Desc
+	tokens, inFlight, held, budgetParked  *prometheus.Desc
+	budgetDispatches, refusals, wakeAt    *prometheus.Desc
+	streams, subscribers, scrapeError     *prometheus.Desc
+	budgetAllocation, budgetCapacity      *prometheus.Desc
+	headAffordableAt, heldUntil           *prometheus.Desc
+	budgets, budgetsHeld, boundJobs       *prometheus.Desc
+	holdsSet, holdsReleased, drains       *prometheus.Desc
+	collected                             *prometheus.Desc
+	queueWait, runTime                    *prometheus.Desc
+	cronFired, cronSkipped, cronPaused    *prometheus.Desc
+	cronLateSum, cronLateMax, cronEntries *prometheus.Desc
+	jobStatuses                           []protocol.Status
 }
 
 func newEngineCollector(engine Observer, log *slog.Logger, series int) *engineCollector {
