@@ -273,10 +273,28 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	}))
 	a.eng = newQueueCore(a.cfg, a, a.log, a.consumed, a.tracer)
 	a.eng.cron.stats = a.cronStats
-	budgets, err := a.store.LoadBudgets()
-	if err != nil {
+	if err := a.load(now); err != nil {
 		a.loadErr = err
 		return
+	}
+	for _, en := range a.eng.jobs {
+		if en.state == stScheduled {
+			a.stats.Scheduled++
+		} else {
+			a.stats.Ready++
+		}
+	}
+	a.stats.Retained = len(a.eng.terminal)
+	a.stats.Budgets = len(a.eng.budgets)
+	a.armReaper()
+}
+
+// load rebuilds the queue core from the store: budgets, their stored pool
+// levels and holds, cron groups, then jobs and batch links.
+func (a *queueActor) load(now uint64) error {
+	budgets, err := a.store.LoadBudgets()
+	if err != nil {
+		return fmt.Errorf("load budgets: %w", err)
 	}
 	for _, b := range budgets {
 		a.eng.loadBudget(*b)
@@ -286,21 +304,18 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	if a.cfg.DurablePools {
 		levels, err := a.store.LoadPools()
 		if err != nil {
-			a.loadErr = err
-			return
+			return fmt.Errorf("load pool levels: %w", err)
 		}
 		a.eng.restorePools(levels)
 	}
 	extras, err := a.store.LoadBudgetExtras()
 	if err != nil {
-		a.loadErr = err
-		return
+		return fmt.Errorf("load budget holds: %w", err)
 	}
 	a.eng.loadBudgetExtras(now, extras)
 	crons, err := a.store.LoadCronGroups()
 	if err != nil {
-		a.loadErr = err
-		return
+		return fmt.Errorf("load cron groups: %w", err)
 	}
 	for _, g := range crons {
 		a.eng.loadCronGroup(g)
@@ -323,33 +338,18 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 		return nil
 	})
 	if err != nil {
-		a.loadErr = err
-		return
+		return fmt.Errorf("load jobs: %w", err)
 	}
 	a.eng.finishLoad()
 	a.eng.considerLoaded(now)
 	links, err := a.store.LoadBatchLinks()
 	if err != nil {
-		a.loadErr = err
-		return
+		return fmt.Errorf("load batch links: %w", err)
 	}
 	a.eng.loadBatchLinks(links, batch)
 	// Blocking here is deliberate and bounded: it happens once, before the
 	// listener opens, so recovery is durable before anything is served.
-	if err := a.store.Commit(context.Background(), batch); err != nil {
-		a.loadErr = err
-		return
-	}
-	for _, en := range a.eng.jobs {
-		if en.state == stScheduled {
-			a.stats.Scheduled++
-		} else {
-			a.stats.Ready++
-		}
-	}
-	a.stats.Retained = len(a.eng.terminal)
-	a.stats.Budgets = len(a.eng.budgets)
-	a.armReaper()
+	return a.store.Commit(context.Background(), batch)
 }
 
 func (a *queueActor) armReaper() {
