@@ -178,6 +178,18 @@ func obsJobs(n int, queue, budget string) []*protocol.NewJob {
 }
 
 // obsOpen opens a stream that reports every batch written at once.
+// obsRecv is the next job delivered, failing the test after d.
+func obsRecv(t *testing.T, delivered <-chan protocol.Job, d time.Duration) protocol.Job {
+	t.Helper()
+	select {
+	case j := <-delivered:
+		return j
+	case <-time.After(d):
+		t.Fatalf("no job delivered within %v", d)
+		return protocol.Job{}
+	}
+}
+
 func obsOpen(t *testing.T, e *Engine, worker string, prefetch int) (uint64, chan protocol.Job) {
 	t.Helper()
 	delivered := make(chan protocol.Job, 1024)

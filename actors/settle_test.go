@@ -80,16 +80,7 @@ func TestSettlementDebtActor(t *testing.T) {
 	require.NoError(t, err)
 	first := views[0].ID
 	_, delivered := obsOpen(t, b.engine, "w", 1)
-	recv := func() protocol.Job {
-		t.Helper()
-		select {
-		case j := <-delivered:
-			return j
-		case <-time.After(10 * time.Second):
-			t.Fatal("no job delivered within 10s")
-			return protocol.Job{}
-		}
-	}
+	recv := func() protocol.Job { t.Helper(); return obsRecv(t, delivered, 10*time.Second) }
 	require.Equal(t, first, recv().ID)
 	t0 := b.clock.nowMs()
 

@@ -141,16 +141,7 @@ func TestJobTimeoutActor(t *testing.T) {
 	require.NoError(t, err)
 	id := views[0].ID
 	_, delivered := obsOpen(t, b.engine, "w", 1)
-	recv := func() protocol.Job {
-		t.Helper()
-		select {
-		case j := <-delivered:
-			return j
-		case <-time.After(10 * time.Second):
-			t.Fatal("no job delivered within 10s")
-			return protocol.Job{}
-		}
-	}
+	recv := func() protocol.Job { t.Helper(); return obsRecv(t, delivered, 10*time.Second) }
 	first := recv()
 	require.Equal(t, id, first.ID)
 	start := first.DequeuedAt

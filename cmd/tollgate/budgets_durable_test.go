@@ -120,30 +120,32 @@ func durRun(t *testing.T, mode string) []int64 {
 
 	start := time.Now()
 	phase := func(what string) { t.Logf("%s: %s at %v", mode, what, time.Since(start).Round(time.Millisecond)) }
+	open := func() *apitest.Stream {
+		return apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("kd", 3), Accept: apitest.AcceptNDJSON})
+	}
+	// serveAgain starts the server again and serves for 4 s.
+	serveAgain := func() {
+		s.Restart()
+		phase("restarted")
+		base.Store(s.URL)
+		st := open()
+		take(st, 0, 4*time.Second)
+		st.Close()
+	}
 	// life 1: the burst and two more; then SIGKILL
-	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("kd", 3), Accept: apitest.AcceptNDJSON})
+	st := open()
 	take(st, durBurst+1, 30*time.Second)
 	phase("killing")
 	s.Kill()
 	st.Close()
 	phase("killed")
 	// life 2: 4 s of serving; then a clean stop
-	s.Restart()
-	phase("restarted")
-	base.Store(s.URL)
-	st = apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("kd", 3), Accept: apitest.AcceptNDJSON})
-	take(st, 0, 4*time.Second)
-	st.Close()
+	serveAgain()
 	phase("stopping")
 	s.Stop()
 	phase("stopped")
 	// life 3: 4 s more
-	s.Restart()
-	phase("restarted")
-	base.Store(s.URL)
-	st = apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("kd", 3), Accept: apitest.AcceptNDJSON})
-	take(st, 0, 4*time.Second)
-	st.Close()
+	serveAgain()
 	phase("done")
 	sort.Slice(at, func(i, j int) bool { return at[i] < at[j] })
 	return at
