@@ -81,6 +81,9 @@ func (b *budgetCore) restore(m *RestoreBudget) {
 		b.at = m.At
 	}
 	b.inFlight = m.InFlight
+	if len(m.Holds) > 0 && b.holds == nil { // made on first use (reserve)
+		b.holds = make(map[string]uint32, len(m.Holds))
+	}
 	for _, h := range m.Holds {
 		b.holds[h.JobID] = h.Cost
 		b.held += uint64(h.Cost)
