@@ -17,6 +17,8 @@ package actors
 //     new hold (never shortened), 0 once deleted;
 //   - settle-sent / settle-lost: every settle entry of an accepted ack is
 //     sent to its budget once, with the binding's cost as reserved;
+//   - pool-over-capacity: after every step a time_based level is at most
+//     its capacity (a settlement credit, a refund, a refill are capped);
 //   - time-based-window (model_test.go, recordCommit): the tokens granted in
 //     a window are at most capacity + allocation·w/duration + the net
 //     settlement applied to the pool inside that window (see settledIn);
@@ -261,6 +263,16 @@ func (s *sim) sentToBudget(key string, sb *simBudget, msg budgetMsg) {
 // stepped observes a budget step on a §10 message or a grant: before is
 // whether the core was time_based when it took m.
 func (s *sim) stepped(sb *simBudget, m budgetMsg, timeBased bool) {
+	if c := sb.core; c.def.Strategy.Type == protocol.TimeBased {
+		if c.level > float64(c.def.Capacity())+tokenEpsilon {
+			// every change but a debit caps the level at the capacity
+			s.fail("pool-over-capacity", "budget %s %s: level %.3f after %T, capacity %d", sb.key, modelDefString(c.def), c.level, m, c.def.Capacity())
+		}
+		// when the pool, as it is now, is full again (for the collection check)
+		if tok, capacity := c.levelAt(s.now*nsPerMs), float64(c.def.Capacity()); tok < capacity-tokenEpsilon {
+			sb.fullAt = float64(s.now) + (capacity-tok)*float64(c.def.Strategy.DurationMs)/float64(c.def.Allocation)
+		}
+	}
 	switch m := m.(type) {
 	case *HoldBudget:
 		if want, ok := s.ext.holdSent[m]; ok {
@@ -334,6 +346,8 @@ func (s *sim) onCollected(key string) {
 		s.fail("collected", "budget %s collected with parked %d, in flight %d, held %d", key, sb.core.parked.Len(), sb.core.inFlight, sb.core.held)
 	case sb.lastPoolEvent+s.ext.ttl > s.now && sb.lastPoolEvent != 0:
 		s.fail("collected", "budget %s collected %d ms after its pool last moved, TTL %d", key, s.now-sb.lastPoolEvent, s.ext.ttl)
+	case sb.fullAt+float64(s.ext.ttl) > float64(s.now)+1: // the engine rounds to whole ms
+		s.fail("collected", "budget %s %s collected at %d, its pool was full again at %.1f only, TTL %d", key, modelDefString(sb.core.def), s.now-simEpoch, sb.fullAt-simEpoch, s.ext.ttl)
 	case sb.core.def.Strategy.Type == protocol.TimeBased && sb.core.tokens(s.now*nsPerMs)+tokenEpsilon < float64(sb.core.def.Capacity()):
 		s.fail("collected", "budget %s %s collected with %.3f tokens, capacity %d", key, modelDefString(sb.core.def), sb.core.tokens(s.now*nsPerMs), sb.core.def.Capacity())
 	}

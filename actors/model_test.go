@@ -246,6 +246,7 @@ type simBudget struct {
 	modelHold     uint64
 	settles       []modelSettle
 	lastPoolEvent uint64
+	fullAt        float64 // when the time_based pool is full again, as last seen (Unix ms)
 }
 
 type simMsg struct {
@@ -505,7 +506,7 @@ func (s *sim) spawnBudget(b protocol.Budget) {
 		// made anew after a failure: the same pool goes on, and so do
 		// the dispatch windows it is checked against
 		sb.periodStart, sb.commits = old.periodStart, old.commits
-		sb.settles, sb.lastPoolEvent = old.settles, old.lastPoolEvent
+		sb.settles, sb.lastPoolEvent, sb.fullAt = old.settles, old.lastPoolEvent, old.fullAt
 		sb.modelHold = old.modelHold // the hold is the budget's, not its actor's
 	}
 	s.budgets[b.Key] = sb
