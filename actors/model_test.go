@@ -10,7 +10,9 @@ package actors
 // random from the seed (model_interleave_test.go), drives each budget
 // through its real step function (budget_step.go) with a simulated wake
 // timer, fired when the simulated clock passes it, and simulates the
-// scheduler. Random operations
+// scheduler and the collect timer. Random operations (among them acks and
+// failures with settle lists, holds, and on seeds 1, 4, 7 idle collection
+// of create_with budgets: model_ext_test.go)
 // are checked after every step against a reference model of which jobs
 // exist, which are in flight on which stream, and what they cost. Directed
 // scenarios drive the same sim from testdata/model
