@@ -171,6 +171,10 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 		}
 	}
 	e.out.toBudget(key, r)
+	if be.life.hold.Until != 0 {
+		// the hold is the budget's, not its actor's (an ended one holds nothing)
+		e.out.toBudget(key, &HoldBudget{Until: be.life.hold.Until})
+	}
 	// ask again in dispatch order, as the pump asked first
 	slices.SortFunc(ask, func(a, b *entry) int {
 		if refLess(JobRef{ID: a.job.ID, Priority: a.job.Priority}, JobRef{ID: b.job.ID, Priority: b.job.Priority}) {

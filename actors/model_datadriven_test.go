@@ -17,6 +17,8 @@ package actors
 //	close stream=N
 //	enqueue                                          one job a line: LABEL [queue=Q] [prio=P] [bind=(K:COST, ...)] [delay=D] [retries=N]
 //	ack LABEL...  |  ack-missing LABEL  |  delete LABEL  |  fail LABEL [kill] [retry_in=D]
+//	                                                 ack and fail take settle=(K:COST, ...): the real cost of the first job
+//	hold key=K for=D|until=T [empty]  |  unhold key=K  (until=T: on the scenario's clock; empty: with drain)
 //	advance D  |  restart  |  reset
 //	drain [n=N]                                      deliver messages (all, or N)
 //	deliver to=queue|K [n=N]                         deliver the next N messages of one actor's mailbox
@@ -193,10 +195,11 @@ func (sc *modelScenario) run(td *datadriven.TestData) string {
 	case "ack":
 		op.Kind = opAck
 		for _, a := range td.CmdArgs {
-			if a.Key != "drain" {
+			if a.Key != "drain" && a.Key != "settle" {
 				op.Picks = append(op.Picks, sc.pick(td, a.Key, s.delivered(), "delivered"))
 			}
 		}
+		op.Settle = sc.settle(td, op.Picks)
 		s.exec(op)
 		result = sc.finished(td)
 	case "ack-missing":
@@ -225,12 +228,30 @@ func (sc *modelScenario) run(td *datadriven.TestData) string {
 			op.Fail.HasRetry = true
 			op.Fail.RetryIn = int64(sc.millis(td, d))
 		}
+		op.Settle = sc.settle(td, op.Picks)
 		s.exec(op)
 		if mj := s.jobs[sc.ids[label]]; mj.finished {
 			result = label + " dead"
 		} else {
 			result = fmt.Sprintf("%s retries at +%dms", label, mj.readyAt-s.now)
 		}
+	case "hold", "unhold":
+		op.Kind = opUnhold
+		td.ScanArgs(t, "key", &op.Key)
+		if td.Cmd == "hold" {
+			op.Kind = opHold
+			var d string
+			switch {
+			case td.MaybeScanArgs(t, "for", &d):
+				op.Hold.ForMs, op.Hold.In = true, int64(sc.millis(td, d))
+			case td.MaybeScanArgs(t, "until", &d):
+				op.Hold.In = int64(sc.millis(td, d)) - int64(s.now-simEpoch)
+			default:
+				td.Fatalf(t, "hold needs for= or until=")
+			}
+			op.Hold.Drain = td.HasArg("empty") // "drain" is taken (drain=N)
+		}
+		s.exec(op)
 	case "advance":
 		op.Kind = opAdvance
 		op.Dt = sc.millis(td, td.CmdArgs[0].Key)
@@ -480,10 +501,39 @@ func (sc *modelScenario) budgetLine(sb *simBudget) string {
 		tokens = tokens[:i+4]
 	}
 	line := fmt.Sprintf("%s %s: tokens %s, in flight %d, held %d, parked [%s]", sb.key, modelDefString(c.def), tokens, c.inFlight, c.held, strings.Join(parked, " "))
+	if h := c.heldUntil(s.now * nsPerMs); h != 0 {
+		line += fmt.Sprintf(", held until t=%dms", h-simEpoch)
+	}
 	if sb.timerAt > s.now {
 		line += fmt.Sprintf(", wakes in %dms", sb.timerAt-s.now)
 	}
 	return line + "\n"
+}
+
+// settle reads settle=(K:COST, ...) as settle entries for the first job of
+// picks (in the delivered list).
+func (sc *modelScenario) settle(td *datadriven.TestData, picks []int) []settleSpec {
+	a, ok := td.Arg("settle")
+	if !ok {
+		return nil
+	}
+	mj := sc.s.delivered()[picks[0]]
+	var out []settleSpec
+	for _, v := range a.Vals {
+		key, cost, ok := strings.Cut(v, ":")
+		n, err := strconv.ParseUint(cost, 10, 32)
+		if !ok || err != nil {
+			td.Fatalf(sc.t, "settle entry %q is not KEY:COST", v)
+		}
+		sp := settleSpec{Cost: uint32(n), Foreign: true}
+		for i, b := range mj.bindings {
+			if b.Key == key {
+				sp.Bind, sp.Foreign = i, false
+			}
+		}
+		out = append(out, sp)
+	}
+	return out
 }
 
 func (sc *modelScenario) label(id string) string {

@@ -235,11 +235,13 @@ func (s *sim) receive(m simMsg) {
 				s.handleQueue(inner)
 			}
 			s.eng.endBatch(s.now)
+			s.eng.flushIdle(s.now)
 			s.afterEngine()
 			return
 		}
 		s.traceMsg(m)
 		s.handleQueue(m.qm)
+		s.eng.flushIdle(s.now) // as the queue actor, after each Receive
 	}
 }
 

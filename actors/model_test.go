@@ -10,7 +10,9 @@ package actors
 // random from the seed (model_interleave_test.go), drives each budget
 // through its real step function (budget_step.go) with a simulated wake
 // timer, fired when the simulated clock passes it, and simulates the
-// scheduler. Random operations
+// scheduler and the collect timer. Random operations (among them acks and
+// failures with settle lists, holds, and on seeds 1, 4, 7 idle collection
+// of create_with budgets: model_ext_test.go)
 // are checked after every step against a reference model of which jobs
 // exist, which are in flight on which stream, and what they cost. Directed
 // scenarios drive the same sim from testdata/model
@@ -70,11 +72,13 @@ const (
 	opDeleteBudget
 	opAdvance
 	opRestart
-	opDrain // only drains messages
-	opReset // POST /reset: every job and budget deleted
+	opDrain  // only drains messages
+	opReset  // POST /reset: every job and budget deleted
+	opHold   // PUT /budgets/{key}/hold (model_ext_test.go)
+	opUnhold // DELETE /budgets/{key}/hold
 )
 
-var opNames = [...]string{"enqueue", "ack", "ack-missing", "fail", "delete", "open", "close", "create-budget", "patch-budget", "delete-budget", "advance", "restart", "drain", "reset"}
+var opNames = [...]string{"enqueue", "ack", "ack-missing", "fail", "delete", "open", "close", "create-budget", "patch-budget", "delete-budget", "advance", "restart", "drain", "reset", "hold", "unhold"}
 
 type bindSpec struct {
 	Key        string
@@ -119,7 +123,9 @@ type simOp struct {
 	Slow     bool // open: the stream's writer reports StreamWritten only when the clock next moves
 	Dt       uint64
 	Fail     failSpec
-	Drain    int // < 0: drain every message; else at most Drain messages
+	Drain    int          // < 0: drain every message; else at most Drain messages
+	Settle   []settleSpec // ack, fail: settle entries (model_ext_test.go)
+	Hold     holdSpec
 }
 
 func modelDefString(d protocol.Definition) string {
@@ -172,6 +178,7 @@ func (o simOp) String() string {
 	case opAdvance:
 		fmt.Fprintf(&b, " %dms", o.Dt)
 	}
+	b.WriteString(o.extString())
 	if o.Drain < 0 {
 		b.WriteString(" ; drain all")
 	} else {
@@ -207,7 +214,8 @@ type mStream struct {
 // ---------------------------------------------------------------- simulated actors
 
 type modelCommit struct {
-	at   uint64
+	at   uint64 // granted at (Unix ms)
+	seq  uint64 // granted at this step
 	cost uint32
 	job  string
 }
@@ -234,6 +242,13 @@ type simBudget struct {
 	// their cost against its free tokens, so they explain why the next
 	// parked job was not woken (diagnosis only).
 	lastWoken []string
+
+	// SPEC §10 (model_ext_test.go): the hold the model says this budget
+	// keeps, the settlements it applied, when its pool last moved
+	modelHold     uint64
+	settles       []modelSettle
+	lastPoolEvent uint64
+	fullAt        float64 // when the time_based pool is full again, as last seen (Unix ms)
 }
 
 type simMsg struct {
@@ -295,6 +310,7 @@ type sim struct {
 	mbudgets map[string]protocol.Definition
 
 	grants      map[modelGrantKey]uint64
+	grantAt     map[modelGrantKey]uint64 // when (Unix ms)
 	commitsSent map[string]map[string]int
 
 	ignore map[string]bool
@@ -306,6 +322,7 @@ type sim struct {
 	viol         *modelViolation
 	stats        simStats
 	ops          []simOp
+	ext          simExt // SPEC §10 (model_ext_test.go)
 }
 
 func newSim(tb testing.TB, seed uint64, dir string) *sim {
@@ -322,9 +339,11 @@ func newSim(tb testing.TB, seed uint64, dir string) *sim {
 		streams:     make(map[uint64]*mStream),
 		mbudgets:    make(map[string]protocol.Definition),
 		grants:      make(map[modelGrantKey]uint64),
+		grantAt:     make(map[modelGrantKey]uint64),
 		commitsSent: make(map[string]map[string]int),
 		ignore:      make(map[string]bool),
 		avoid:       make(map[string]bool),
+		ext:         newSimExt(),
 	}
 
 	s.sub = s.tracer.Subscribe(1 << 15)
@@ -353,6 +372,11 @@ func newSim(tb testing.TB, seed uint64, dir string) *sim {
 		s.cfg.GroupMinJobs = 2
 	} else {
 		s.cfg.GroupMinJobs = 1000
+	}
+	if seed%3 == 1 {
+		// create_with budgets are collected once idle (SPEC §10.3)
+		s.ext.ttl = 100 + (seed/3)*300
+		s.cfg.BudgetIdleTTL = time.Duration(s.ext.ttl) * time.Millisecond
 	}
 	s.open()
 	s.start()
@@ -396,6 +420,11 @@ func (s *sim) start() {
 		}
 		s.eng.restorePools(levels)
 	}
+	extras, err := s.store.LoadBudgetExtras()
+	if err != nil {
+		s.tb.Fatalf("load budget extras: %v", err)
+	}
+	s.eng.loadBudgetExtras(s.now, extras)
 	batch := persistence.NewBatch(true)
 	err = s.store.ScanJobs(func(j *protocol.Job, m persistence.Ref) error {
 		s.eng.loadJob(s.now, j, m, batch)
@@ -405,6 +434,8 @@ func (s *sim) start() {
 		s.tb.Fatalf("scan jobs: %v", err)
 	}
 	s.eng.finishLoad()
+	s.eng.considerLoaded(s.now)
+	s.eng.flushIdle(s.now)
 	if err := s.store.Commit(context.Background(), batch); err != nil {
 		s.tb.Fatalf("commit recovery: %v", err)
 	}
@@ -442,6 +473,7 @@ func (s *sim) toSelf(m queueMsg) {
 func (s *sim) toBudget(key string, msg budgetMsg) {
 	sb := s.budgets[key]
 	if sb == nil {
+		s.sentToBudget(key, nil, msg)
 		if _, ok := msg.(*ReserveRequest); ok {
 			s.fail("reserve-to-missing-budget", "engine asked missing budget %q for a reservation (job would stay reserving)", key)
 		}
@@ -462,6 +494,7 @@ func (s *sim) toBudget(key string, msg budgetMsg) {
 	if _, ok := msg.(*RestoreBudget); ok {
 		sb.restoring = true
 	}
+	s.sentToBudget(key, sb, msg)
 	s.push(simMsg{to: sb, bm: msg})
 }
 
@@ -488,6 +521,8 @@ func (s *sim) spawnBudget(b protocol.Budget) {
 		// made anew after a failure: the same pool goes on, and so do
 		// the dispatch windows it is checked against
 		sb.periodStart, sb.commits = old.periodStart, old.commits
+		sb.settles, sb.lastPoolEvent, sb.fullAt = old.settles, old.lastPoolEvent, old.fullAt
+		sb.modelHold = old.modelHold // the hold is the budget's, not its actor's
 	}
 	s.budgets[b.Key] = sb
 }
@@ -496,6 +531,7 @@ func (s *sim) stopBudget(key string) {
 	if sb := s.budgets[key]; sb != nil {
 		sb.stopped = true
 		sb.timerAt = 0
+		s.ext.stash[key] = sb
 		delete(s.budgets, key)
 	}
 }
@@ -586,6 +622,10 @@ func (s *sim) handleQueue(m any) {
 		s.eng.onPoolSettled(m)
 	case *StreamWritten:
 		s.eng.streamWritten(now, m.StreamID)
+	case *budgetIdleAnswer:
+		s.eng.onBudgetIdle(now, m)
+	case *collectTick:
+		s.eng.onCollectTick(now)
 	default:
 		s.tb.Fatalf("unknown queue message %T", m)
 	}
@@ -627,6 +667,7 @@ func (s *sim) stepBudget(sb *simBudget, m budgetMsg) {
 		own = m.Incarnation == c.incarnation
 	}
 
+	timeBased := c.def.Strategy.Type == protocol.TimeBased
 	out := &sb.out
 	out.trace = s.tracer.on()
 	c.step(s.now*nsPerMs, m, out) // the core keeps time in ns (SPEC §4.4)
@@ -646,7 +687,7 @@ func (s *sim) stepBudget(sb *simBudget, m budgetMsg) {
 		if a.Committed {
 			// a final reservation: granted and debited in one step
 			s.stats.commits++
-			s.recordCommit(sb, m.Job.Cost, s.seq, m.Job.ID)
+			s.recordCommit(sb, m.Job.Cost, s.seq, s.now, m.Job.ID)
 			s.countCommit(m.Job.ID, sb.key, 1)
 		}
 		if a.Granted {
@@ -655,6 +696,7 @@ func (s *sim) stepBudget(sb *simBudget, m budgetMsg) {
 				s.fail("order", "budget %s granted job %s (priority %d) while the earlier job %s (priority %d) of a consumed queue is parked", sb.key, m.Job.ID, m.Job.Priority, earlier.ID, earlier.Priority)
 			}
 			s.grants[modelGrantKey{m.Job.ID, sb.key}] = s.seq
+			s.grantAt[modelGrantKey{m.Job.ID, sb.key}] = s.now
 		} else {
 			s.stats.refusals++
 			sb.lastWoken = nil
@@ -662,7 +704,8 @@ func (s *sim) stepBudget(sb *simBudget, m budgetMsg) {
 	case *CommitReservation:
 		if held {
 			s.stats.commits++
-			s.recordCommit(sb, holdCost, s.grants[modelGrantKey{m.JobID, sb.key}], m.JobID)
+			g := modelGrantKey{m.JobID, sb.key}
+			s.recordCommit(sb, holdCost, s.grants[g], s.grantAt[g], m.JobID)
 		}
 	case *RefundTokens:
 		if own {
@@ -678,7 +721,7 @@ func (s *sim) stepBudget(sb *simBudget, m budgetMsg) {
 	case *ApplyDefinition:
 		sb.lastWoken = nil
 		sb.periodStart = s.seq
-		sb.commits = nil
+		sb.commits, sb.settles = nil, nil
 	case *QueuesChanged, *Reevaluate:
 		sb.lastWoken = nil
 	case *budgetWake:
@@ -689,6 +732,7 @@ func (s *sim) stepBudget(sb *simBudget, m budgetMsg) {
 	if woken != nil {
 		sb.lastWoken = woken
 	}
+	s.stepped(sb, m, timeBased)
 	applyStep(out, sb, s.tracer)
 	s.afterEngine() // drain the trace events
 }
@@ -741,6 +785,7 @@ func (s *sim) poll() {
 			s.push(simMsg{to: sb, bm: &budgetWake{gen: sb.timerGen}})
 		}
 	}
+	s.pollCollect()
 	if len(s.sched) == 0 {
 		return
 	}
@@ -769,6 +814,10 @@ func (s *sim) afterEngine() {
 	for {
 		select {
 		case ev := <-s.sub.C:
+			if ev.Kind == EventBudgetCollected {
+				s.onCollected(ev.Budget)
+				continue
+			}
 			if ev.Kind != EventDispatched {
 				continue
 			}
@@ -912,30 +961,52 @@ func (s *sim) describe(m simMsg) string {
 // ---------------------------------------------------------------- per-step checks
 
 // recordCommit checks the time_based window invariant: for every window
-// ending at a dispatch, the dispatched cost is at most capacity +
-// allocation*w/duration. Only commits granted since the definition last
-// changed count (a hold granted under the old definition is not the new
-// definition's business).
-func (s *sim) recordCommit(sb *simBudget, cost uint32, grantSeq uint64, job string) {
+// of grants that dispatched, the cost granted is at most capacity +
+// allocation*w/duration + the net settlement the pool took inside the
+// window (settledIn, model_ext_test.go). Windows are counted by grant (the
+// moment the tokens leave the free count), ordered by step. Only grants
+// since the definition last changed count (a hold granted under the old
+// definition is not the new definition's business).
+func (s *sim) recordCommit(sb *simBudget, cost uint32, grantSeq, grantAt uint64, job string) {
 	def := sb.core.def
 	if def.Strategy.Type != protocol.TimeBased || grantSeq <= sb.periodStart {
 		return
 	}
-	sb.commits = append(sb.commits, modelCommit{s.now, cost, job})
+	nc := modelCommit{at: grantAt, seq: grantSeq, cost: cost, job: job}
+	i := sort.Search(len(sb.commits), func(i int) bool { return sb.commits[i].seq > grantSeq })
+	sb.commits = append(sb.commits, modelCommit{})
+	copy(sb.commits[i+1:], sb.commits[i:])
+	sb.commits[i] = nc
 	if len(sb.commits) > simMaxCommitLog {
 		sb.commits = append([]modelCommit(nil), sb.commits[len(sb.commits)-simMaxCommitLog/2:]...)
+		i = max(0, i-(simMaxCommitLog-simMaxCommitLog/2))
+		sb.trimSettles()
 	}
 	capacity := float64(def.Capacity())
 	rate := float64(def.Allocation) / float64(def.Strategy.DurationMs)
-	sum := 0.0
-	for i := len(sb.commits) - 1; i >= 0; i-- {
-		c := sb.commits[i]
-		sum += float64(c.cost)
-		w := float64(s.now - c.at)
-		if sum > capacity+rate*w+simWindowTol {
-			s.fail("time-based-window", "budget %s %s: %v tokens dispatched in the %v ms window [%d, %d] (%d dispatches), bound %v",
-				sb.key, modelDefString(def), sum, w, c.at-simEpoch, s.now-simEpoch, len(sb.commits)-i, capacity+rate*w)
-			return
+	// every window that ends at or after the new grant and contains it
+	for end := len(sb.commits) - 1; end >= i; end-- {
+		last := sb.commits[end]
+		sum, settled := 0.0, 0.0
+		j := len(sb.settles) - 1 // settlements after last are not in its windows
+		for j >= 0 && sb.settles[j].seq > last.seq {
+			j--
+		}
+		for k := end; k >= 0; k-- {
+			c := sb.commits[k]
+			sum += float64(c.cost)
+			for ; j >= 0 && sb.settles[j].seq > c.seq; j-- {
+				settled += sb.settles[j].delta
+			}
+			if k > i {
+				continue // this window misses the new grant: checked before
+			}
+			w := float64(last.at - c.at)
+			if sum > capacity+rate*w+settled+simWindowTol {
+				s.fail("time-based-window", "budget %s %s: %v tokens granted in the %v ms window [%d, %d] (%d dispatches, net settled %v), bound %v",
+					sb.key, modelDefString(def), sum, w, c.at-simEpoch, last.at-simEpoch, end-k+1, settled, capacity+rate*w+settled)
+				return
+			}
 		}
 	}
 }
@@ -1258,6 +1329,15 @@ func (s *sim) checkQuiescent() {
 			// A commit settles the pool but only re-arms the timer (for at+1
 			// when the head is already affordable): a 1 ms wait is fine.
 			soon := c.def.Strategy.Type == protocol.TimeBased && sb.timerAt > now && sb.timerAt <= now+1
+			if hold := s.modelHoldAt(key); hold != 0 {
+				// held: parked whatever its tokens, the timer set for
+				// the hold's end at the earliest
+				if sb.timerAt < hold {
+					s.fail("hold-timer", "budget %s held until %d parks head #%d, but its timer is at %d", key, hold-simEpoch, s.jobs[h.ID].n, int64(sb.timerAt)-simEpoch)
+					return
+				}
+				continue
+			}
 			switch {
 			case soon:
 			case free-float64(claims)+tokenEpsilon >= float64(h.Cost):
@@ -1399,6 +1479,8 @@ func (s *sim) finishJob(mj *mJob) {
 	}
 	for _, b := range mj.bindings {
 		delete(s.grants, modelGrantKey{mj.id, b.Key})
+		delete(s.grantAt, modelGrantKey{mj.id, b.Key})
+		s.ext.lastBound[b.Key] = s.now
 	}
 }
 
@@ -1473,7 +1555,12 @@ func (s *sim) exec(op simOp) {
 	case opDrain:
 	case opReset:
 		s.doReset()
+	case opHold:
+		s.doHold(op)
+	case opUnhold:
+		s.doUnhold(op)
 	}
+	s.eng.flushIdle(s.now)
 	s.mail.endReceive()
 	s.afterEngine()
 	s.poll()
@@ -1481,7 +1568,9 @@ func (s *sim) exec(op simOp) {
 	s.drain(op.Drain)
 	if s.pending() == 0 {
 		s.checkQuiescent()
+		s.checkExtQuiescent()
 	}
+	clear(s.ext.stash)
 	live := 0
 	for _, mj := range s.order {
 		if !mj.finished {
@@ -1536,6 +1625,7 @@ func (s *sim) doEnqueue(op simOp) {
 		}
 		for k, d := range created {
 			s.mbudgets[k] = d
+			s.ext.onTheFly[k] = true
 		}
 		for i, v := range res.Jobs {
 			js := op.Jobs[i]
@@ -1544,6 +1634,9 @@ func (s *sim) doEnqueue(op simOp) {
 				mj.retryLimit = uint32(js.RetryLimit)
 			}
 			s.nextN++
+			for _, b := range mj.bindings {
+				s.ext.lastBound[b.Key] = s.now
+			}
 			s.jobs[v.ID] = mj
 			s.order = append(s.order, mj)
 		}
@@ -1559,12 +1652,28 @@ func (s *sim) doAck(op simOp) {
 		return
 	}
 	var ids []string
+	var picked []*mJob
 	for i := range op.Picks {
-		ids = append(ids, list[modelPick(op.Picks, i, len(list))].id)
+		mj := list[modelPick(op.Picks, i, len(list))]
+		ids = append(ids, mj.id)
+		picked = append(picked, mj)
+	}
+	settle, foreign := s.settleLists(op, picked)
+	if !foreign {
+		for id, l := range settle {
+			s.owe(s.jobs[id], l)
+		}
 	}
 	replied := false
-	s.eng.ack(s.now, ids, func(m any) {
+	s.eng.ackSettling(s.now, &AckJobs{IDs: ids, Settle: settle}, func(m any) {
 		replied = true
+		if foreign {
+			// 422: nothing acked, nothing settled
+			if _, isErr := m.(*protocol.Error); !isErr {
+				s.fail("settle-verdict", "ack of %v with a settle entry for an unbound key answered %#v", ids, m)
+			}
+			return
+		}
 		res, ok := m.(*AckJobsResponse)
 		if !ok || len(res.NotFound) != 0 {
 			s.fail("ack", "ack of in-flight jobs %v answered %#v", ids, m)
@@ -1611,6 +1720,10 @@ func (s *sim) doFail(op simOp) {
 	mj := list[modelPick(op.Picks, 0, len(list))]
 	msg := "boom"
 	req := &protocol.FailureRequest{Message: &msg}
+	settle, foreign := s.settleLists(op, []*mJob{mj})
+	if !foreign {
+		s.owe(mj, settle[mj.id])
+	}
 	if op.Fail.Kill {
 		k := true
 		req.Kill = &k
@@ -1624,8 +1737,14 @@ func (s *sim) doFail(op simOp) {
 	expectDead := op.Fail.Kill || (!op.Fail.HasRetry && attempts > mj.retryLimit)
 	now := s.now
 	replied := false
-	s.eng.fail(now, &FailJob{ID: mj.id, Req: req}, func(m any) {
+	s.eng.failSettling(now, &FailJob{ID: mj.id, Req: req, Settle: settle[mj.id]}, func(m any) {
 		replied = true
+		if foreign {
+			if _, isErr := m.(*protocol.Error); !isErr {
+				s.fail("settle-verdict", "failure of %s with a settle entry for an unbound key answered %#v", mj.id, m)
+			}
+			return
+		}
 		res, ok := m.(*JobResponse)
 		if !ok {
 			s.fail("fail", "failure of in-flight job %s answered %#v", mj.id, m)
@@ -1743,6 +1862,7 @@ func (s *sim) doCreateBudget(op simOp) {
 		}
 		if ok {
 			s.mbudgets[op.Key] = op.Def
+			delete(s.ext.onTheFly, op.Key) // written by the API: never collected
 		}
 	})
 	if !replied {
@@ -1802,6 +1922,7 @@ func (s *sim) doPatchBudget(op simOp) {
 				s.fail("budget-verdict", "%s stored %v, model expected %v", op, res.Budget.Definition(), def)
 			}
 			s.mbudgets[op.Key] = def
+			delete(s.ext.onTheFly, op.Key)
 		}
 	})
 	if !replied {
@@ -1823,6 +1944,9 @@ func (s *sim) doDeleteBudget(op simOp) {
 		}
 		if ok {
 			delete(s.mbudgets, op.Key)
+			delete(s.ext.onTheFly, op.Key)
+			delete(s.ext.holds, op.Key) // the hold goes with the budget
+			delete(s.ext.holdEnded, op.Key)
 		}
 	})
 	if !replied {
@@ -1844,6 +1968,9 @@ func (s *sim) doReset() {
 			}
 		}
 		s.mbudgets = make(map[string]protocol.Definition)
+		clear(s.ext.onTheFly)
+		clear(s.ext.holds)
+		clear(s.ext.holdEnded)
 	})
 	if !replied {
 		s.fail("no-reply", "reset was never answered")
@@ -1868,6 +1995,9 @@ func (s *sim) doRestart() {
 		mj.stream = 0
 	}
 	s.grants = make(map[modelGrantKey]uint64)
+	s.grantAt = make(map[modelGrantKey]uint64)
+	s.ext.owed = make(map[settleKey][]SettleCost) // pending settlements are lost
+	s.ext.holdSent = make(map[*HoldBudget]uint64)
 	s.commitsSent = make(map[string]map[string]int)
 	s.heldWrites = nil
 	s.start()
@@ -1967,9 +2097,16 @@ func (s *sim) genJob() jobSpec {
 		}
 		js.Bindings = append(js.Bindings, bindSpec{Key: keys[i], Cost: cost})
 	}
-	if r.IntN(40) == 0 {
+	tenant := 40
+	if s.ext.ttl > 0 {
+		tenant = 4 // collection runs: budgets made on the fly, often
+	}
+	if r.IntN(tenant) == 0 {
 		// a key that may not exist, sometimes with create_with
 		k := simKeys[r.IntN(len(simKeys))]
+		if s.ext.ttl > 0 {
+			k = simKeys[3+r.IntN(len(simKeys)-3)] // the tenants' keys
+		}
 		dup := false
 		for _, b := range js.Bindings {
 			dup = dup || b.Key == k
@@ -2026,8 +2163,10 @@ func (s *sim) genOp() simOp {
 		}
 	case x < 360:
 		op.Kind, op.Picks = opAck, picks(1)
+		s.genSettle(&op, 1)
 	case x < 400:
 		op.Kind, op.Picks = opAck, picks(2+r.IntN(5))
+		s.genSettle(&op, len(op.Picks))
 	case x < 415:
 		op.Kind, op.Picks = opAckMissing, picks(1)
 	case x < 480:
@@ -2039,6 +2178,7 @@ func (s *sim) genOp() simOp {
 			op.Fail.HasRetry = true
 			op.Fail.RetryIn = int64(r.IntN(600)) - 20
 		}
+		s.genSettle(&op, 1)
 	case x < 510:
 		op.Kind, op.Picks = opDelete, picks(1)
 		// Often aim at a job in the middle of a dispatch: reserving, or
@@ -2081,6 +2221,9 @@ func (s *sim) genOp() simOp {
 	case x < 600:
 		op.Kind = opCreateBudget
 		op.Key = simKeys[r.IntN(len(simKeys))]
+		if s.ext.ttl > 0 && r.IntN(10) != 0 {
+			op.Key = simKeys[r.IntN(3)] // mostly leave the tenants' keys on the fly
+		}
 		if _, ok := s.mbudgets[op.Key]; ok && r.IntN(2) == 0 {
 			op.Replace = true
 		}
@@ -2102,6 +2245,10 @@ func (s *sim) genOp() simOp {
 			break
 		}
 		op.Key = keys[r.IntN(len(keys))]
+		if s.ext.ttl > 0 && s.ext.onTheFly[op.Key] && r.IntN(10) != 0 {
+			op.Kind, op.Dt = opAdvance, 1 // mostly leave the budgets made on the fly
+			break
+		}
 		old := s.mbudgets[op.Key]
 		maxCost, _ := s.maxBound(op.Key)
 		maxCost = max(maxCost, 1)
@@ -2136,6 +2283,11 @@ func (s *sim) genOp() simOp {
 	case x < 660:
 		op.Kind = opDeleteBudget
 		op.Key = simKeys[r.IntN(len(simKeys))]
+		if s.ext.ttl > 0 && s.ext.onTheFly[op.Key] && r.IntN(4) != 0 {
+			op.Kind, op.Dt = opAdvance, 1
+		}
+	case x < 680:
+		s.genHold(&op)
 	case x < 900:
 		op.Kind = opAdvance
 		switch y := r.IntN(100); {
@@ -2244,6 +2396,7 @@ type modelResult struct {
 	ops   []simOp
 	stats simStats
 	now   uint64
+	ext   simExt
 }
 
 // runModel runs nOps generated operations (or replays ops when given), then
@@ -2302,8 +2455,9 @@ func runModelSetup(tb testing.TB, seed uint64, nOps int, replay []simOp, live bo
 			prefetch = 0 // unlimited, one job per batch
 		}
 		s.liveness(prefetch)
+		s.collectedBy()
 	}
-	return modelResult{viol: s.viol, ops: s.ops, stats: s.stats, now: s.now}
+	return modelResult{viol: s.viol, ops: s.ops, stats: s.stats, now: s.now, ext: s.ext}
 }
 
 func modelEnvInt(name string, def int) int {
@@ -2334,6 +2488,9 @@ func TestModelRandomized(t *testing.T) {
 			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %d batches, %d deliveries ahead of an older message, %v simulated, %v",
 				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.deleteReserving, st.deleteUnwritten, st.batches, st.overtaken,
 				time.Duration(res.now-simEpoch)*time.Millisecond, time.Since(start).Round(time.Millisecond))
+			x := res.ext
+			t.Logf("seed %d, SPEC §10: %d settlements (%d debts), %d holds (%d drains), %d refusals while held, %d budgets collected (TTL %d ms)",
+				seed, x.settles, x.debts, x.holdOps, x.drains, x.heldRefusals, x.collections, x.ttl)
 			if res.viol != nil {
 				from := max(0, res.viol.op-40)
 				var b strings.Builder
