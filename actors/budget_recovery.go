@@ -81,6 +81,9 @@ func (b *budgetCore) restore(m *RestoreBudget) {
 		b.at = m.At
 	}
 	b.inFlight = m.InFlight
+	if len(m.Holds) > 0 && b.holds == nil {
+		b.holds = make(map[string]uint32) // made on first use (reserve)
+	}
 	for _, h := range m.Holds {
 		b.holds[h.JobID] = h.Cost
 		b.held += uint64(h.Cost)
@@ -135,7 +138,7 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 		case stParked:
 			if en.parkedOn == key {
 				c, _ := bindingCost(en.job.Budgets, key)
-				r.Parked = append(r.Parked, JobRef{ID: en.job.ID, Queue: en.job.Queue, Cost: c, Priority: en.parkedPrio})
+				r.Parked = append(r.Parked, JobRef{ID: en.job.ID, Queue: en.job.Queue, Cost: c, Priority: en.parkedPrio, Sole: len(en.job.Budgets) == 1})
 			}
 		case stReserving:
 			for i, b := range en.resv.bindings {
