@@ -61,6 +61,8 @@ type Engine struct {
 	cronStats *CronStats
 	folds     *folder // batched enqueues (fold.go)
 
+	// exact arms the budgets' wake timers; stopped last (nil when injected)
+	exact    *ExactTimers
 	stopOnce sync.Once
 }
 
@@ -89,14 +91,20 @@ func Start(cfg Config) (*Engine, error) {
 		// protoactor logs every spawn and stop at info; keep only its warnings.
 		return slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("component", "protoactor")
 	}))
+	// budgets' wake timers are exact (exact_timers.go) unless timers are injected
+	wakeTimers := cfg.Timers
+	var exact *ExactTimers
 	if cfg.Timers == nil {
 		cfg.Timers = NewActorTimers(system.Root)
+		exact = NewExactTimers(system.Root, log.With("component", "budget"))
+		wakeTimers = exact
 	}
 	qa := &queueActor{
 		cfg:          cfg.Engine.WithDefaults(),
 		store:        cfg.Store,
 		clock:        cfg.Clock,
 		timers:       cfg.Timers,
+		wakeTimers:   wakeTimers,
 		log:          log.With("component", "queue"),
 		budgetLogger: log.With("component", "budget"),
 		tracer:       cfg.Tracer,
@@ -113,7 +121,7 @@ func Start(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("actors.Start: spawn queue: %w", err)
 	}
 	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer, cronStats: qa.cronStats,
-		folds: qa.folds}
+		folds: qa.folds, exact: exact}
 	// the load takes as long as the store is large: it is not a request,
 	// and RequestTimeout does not bound it (loadTimeout does)
 	res, err := e.system.Root.RequestFuture(e.queue, &startupStatsRequest{}, loadTimeout).Result()
@@ -141,6 +149,9 @@ func (e *Engine) Stop() {
 	e.stopOnce.Do(func() {
 		_ = e.system.Root.StopFuture(e.queue).Wait()
 		e.system.Shutdown()
+		if e.exact != nil {
+			e.exact.Stop()
+		}
 	})
 }
 

@@ -31,6 +31,9 @@ type queueActor struct {
 	log    *slog.Logger
 	tracer *Tracer
 
+	// wakeTimers arm the budgets' wake timers (ExactTimers in production)
+	wakeTimers Timers
+
 	eng       *queueCore
 	consumed  *consumedSet
 	ctx       actor.Context
@@ -384,7 +387,7 @@ func (a *queueActor) spawnBudget(b protocol.Budget) {
 	core.epoch = a.eng.epoch
 	a.incarnations[b.Key] = core.incarnation
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.timers, log: a.budgetLog(), tracer: a.tracer}
+		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.wakeTimers, log: a.budgetLog(), tracer: a.tracer}
 	})
 	// Spawned from the root, not as the queue actor's child: a parent's
 	// set of children keeps, past its length, pointers to children that
