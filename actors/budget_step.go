@@ -150,7 +150,7 @@ func (b *budgetCore) onWake(now uint64, m *budgetWake, out *stepOutput) {
 	out.fired = true
 	b.traceTimer(out, now, EventTimerFired, due)
 	b.traceHoldEnd(now, out)
-	b.wakeDebiting(now, out)
+	b.wake(now, out, b.evaluate(now), "refill")
 }
 
 // wake hands woken jobs back to the queue and brings the timer in line with

@@ -18,8 +18,6 @@ type JobRef struct {
 	Queue    string
 	Cost     uint32
 	Priority uint16
-	// Sole: the job is bound to this budget alone (prepaid.go).
-	Sole bool
 }
 
 func refLess(a, b JobRef) bool {
