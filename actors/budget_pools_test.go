@@ -231,13 +231,7 @@ func poolDispatch(t *testing.T, e *Engine, jobs ...*protocol.NewJob) []string {
 // levels and they are exact; pending ones are taken off, see
 // TestRestoredLevelRules.)
 func TestDurablePoolsAcrossRestart(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := persistence.Open(persistence.Config{InMemory: true, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	clock := newObsClock(1_800_000_000_000)
+	store, clock := poolStore(t)
 	ctx := context.Background()
 	e := poolEngine(t, store, clock, true)
 	for key, def := range map[string]protocol.Definition{
@@ -304,13 +298,7 @@ func TestDurablePoolsAcrossRestart(t *testing.T) {
 // strategy type drops it (the new time_based pool is full); a deleted
 // budget takes its level with it.
 func TestDurablePoolsDefinitionChanges(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := persistence.Open(persistence.Config{InMemory: true, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	clock := newObsClock(1_800_000_000_000)
+	store, clock := poolStore(t)
 	ctx := context.Background()
 	e := poolEngine(t, store, clock, true)
 	for _, key := range []string{"slowed", "retyped", "gone"} {
@@ -363,4 +351,17 @@ func (b *budgetCore) poolLevel() (persistence.PoolLevel, bool) {
 	p := refillOf(b.def)
 	p.Level, p.AtNs, p.Pending = b.level, b.at, b.held
 	return p, true
+}
+
+// poolStore is an in-memory store, closed when the test ends, and a clock
+// for engines started on it.
+func poolStore(t *testing.T) (*persistence.Store, *obsClock) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := persistence.Open(persistence.Config{InMemory: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store, newObsClock(1_800_000_000_000)
 }

@@ -192,11 +192,8 @@ func durRel(at []int64) []int64 {
 func TestBudgetsDurablePoolDrainedByHold(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, "--budget-pools", "durable")
-	budMustPut(t, s, "dr", budTB(10, 600_000, 0)) // 10 tokens, a slow refill
-	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("drq", 1), Accept: apitest.AcceptNDJSON})
-	budEnqueue(t, s, budJob("drq", budBind("dr", 1)))
-	f := st.NextJobFrame(t, 10*time.Second)
-	apitest.Ack(t, s.URL, f.Job.ID)
+	id, st := durTakeOne(t, s, "dr")
+	apitest.Ack(t, s.URL, id)
 	st.Close()
 	apitest.Object(t, apitest.DoJSON(t, s.URL, "PUT", "/budgets/dr/hold", map[string]any{"for_ms": 600_000, "drain": true}), http.StatusOK)
 	s.Restart()
@@ -213,11 +210,8 @@ func TestBudgetsDurablePoolDrainedByHold(t *testing.T) {
 func TestBudgetsDurablePoolKeepsSettledDebt(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, "--budget-pools", "durable")
-	budMustPut(t, s, "sd", budTB(10, 600_000, 0)) // 10 tokens, a slow refill
-	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery("sdq", 1), Accept: apitest.AcceptNDJSON})
-	budEnqueue(t, s, budJob("sdq", budBind("sd", 1)))
-	f := st.NextJobFrame(t, 10*time.Second)
-	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "POST", "/jobs/"+f.Job.ID+"/success",
+	id, st := durTakeOne(t, s, "sd")
+	apitest.RequireNoContent(t, apitest.DoJSON(t, s.URL, "POST", "/jobs/"+id+"/success",
 		map[string]any{"settle": []map[string]any{{"key": "sd", "cost": 9}}}))
 	st.Close()
 	s.Kill()
@@ -226,4 +220,15 @@ func TestBudgetsDurablePoolKeepsSettledDebt(t *testing.T) {
 	if tokens := budFloat(t, state, "tokens"); tokens > 1.5 {
 		t.Fatalf("tokens %v after a restart that followed a settlement of 9 on a pool of 10; want about 1", tokens)
 	}
+}
+
+// durTakeOne makes key a time_based budget of 10 tokens with a slow refill,
+// enqueues one job of cost 1 on it (queue key+"q") and takes it: the job's
+// id and the stream holding it.
+func durTakeOne(t *testing.T, s *servertest.Server, key string) (string, *apitest.Stream) {
+	t.Helper()
+	budMustPut(t, s, key, budTB(10, 600_000, 0))
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: apitest.TakeQuery(key+"q", 1), Accept: apitest.AcceptNDJSON})
+	budEnqueue(t, s, budJob(key+"q", budBind(key, 1)))
+	return st.NextJobFrame(t, 10*time.Second).Job.ID, st
 }
