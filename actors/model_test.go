@@ -71,9 +71,12 @@ const (
 	opRestart
 	opDrain // only drains messages
 	opReset // POST /reset: every job and budget deleted
+	// opRecreateBudget deletes a budget's jobs and the budget, creates it
+	// anew with Def and enqueues Jobs (model_recreate_test.go)
+	opRecreateBudget
 )
 
-var opNames = [...]string{"enqueue", "ack", "ack-missing", "fail", "delete", "open", "close", "create-budget", "patch-budget", "delete-budget", "advance", "restart", "drain", "reset"}
+var opNames = [...]string{"enqueue", "ack", "ack-missing", "fail", "delete", "open", "close", "create-budget", "patch-budget", "delete-budget", "advance", "restart", "drain", "reset", "recreate-budget"}
 
 type bindSpec struct {
 	Key        string
@@ -168,6 +171,8 @@ func (o simOp) String() string {
 		fmt.Fprintf(&b, " %s %+v", o.Key, o.Patch)
 	case opDeleteBudget:
 		fmt.Fprintf(&b, " %s", o.Key)
+	case opRecreateBudget:
+		fmt.Fprintf(&b, " %s %s, then %d jobs", o.Key, modelDefString(o.Def), len(o.Jobs))
 	case opAdvance:
 		fmt.Fprintf(&b, " %dms", o.Dt)
 	}
@@ -253,7 +258,7 @@ func (v *modelViolation) Error() string {
 type simStats struct {
 	ops, messages, deliveries, dispatches, commits, grants, refusals, wakes, restarts, quiescentChecks, timerFires, wokenClaims, deleteReserving, deleteUnwritten int
 	maxLive                                                                                                                                                       int
-	batches, overtaken                                                                                                                                            int // batched messages delivered; deliveries ahead of an older message
+	batches, overtaken, foreignRefunds                                                                                                                            int // batched messages delivered; deliveries ahead of an older message; refunds to a budget that did not debit
 }
 
 type sim struct {
@@ -437,6 +442,9 @@ func (s *sim) toBudget(key string, msg budgetMsg) {
 	}
 	if r, ok := msg.(*RefundTokens); ok {
 		s.countCommit(r.JobID, key, -1)
+		if r.by != sb.core {
+			s.stats.foreignRefunds++ // a debit of a former budget of this key
+		}
 	}
 	s.push(simMsg{to: sb, bm: msg})
 }
@@ -1422,6 +1430,8 @@ func (s *sim) exec(op simOp) {
 	case opDrain:
 	case opReset:
 		s.doReset()
+	case opRecreateBudget:
+		s.doRecreateBudget(op)
 	}
 	s.mail.endReceive()
 	s.afterEngine()
@@ -1954,6 +1964,10 @@ func (s *sim) genOp() simOp {
 			live++
 		}
 	}
+	if s.pending() > 0 && r.IntN(3) == 0 && s.keyWithCommittedAnswer() != "" {
+		s.genRecreate(&op) // often when it can show a refund going astray
+		return op
+	}
 	x := r.IntN(1000)
 	switch {
 	case r.IntN(1000) < 2:
@@ -2082,9 +2096,11 @@ func (s *sim) genOp() simOp {
 				op.Patch.Duration = []int64{10, 50, 100, 300, 1000}[r.IntN(5)]
 			}
 		}
-	case x < 660:
+	case x < 655:
 		op.Kind = opDeleteBudget
 		op.Key = simKeys[r.IntN(len(simKeys))]
+	case x < 660:
+		s.genRecreate(&op)
 	case x < 900:
 		op.Kind = opAdvance
 		switch y := r.IntN(100); {
@@ -2272,8 +2288,8 @@ func TestModelRandomized(t *testing.T) {
 			start := time.Now()
 			res := runModel(t, seed, nOps, nil)
 			st := res.stats
-			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %d batches, %d deliveries ahead of an older message, %v simulated, %v",
-				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.deleteReserving, st.deleteUnwritten, st.batches, st.overtaken,
+			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %d batches, %d deliveries ahead of an older message, %d refunds to a recreated budget, %v simulated, %v",
+				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.deleteReserving, st.deleteUnwritten, st.batches, st.overtaken, st.foreignRefunds,
 				time.Duration(res.now-simEpoch)*time.Millisecond, time.Since(start).Round(time.Millisecond))
 			if res.viol != nil {
 				from := max(0, res.viol.op-40)
