@@ -76,9 +76,12 @@ const (
 	opReset  // POST /reset: every job and budget deleted
 	opHold   // PUT /budgets/{key}/hold (model_ext_test.go)
 	opUnhold // DELETE /budgets/{key}/hold
+	// opRecreateBudget deletes a budget's jobs and the budget, creates it
+	// anew with Def and enqueues Jobs (model_recreate_test.go)
+	opRecreateBudget
 )
 
-var opNames = [...]string{"enqueue", "ack", "ack-missing", "fail", "delete", "open", "close", "create-budget", "patch-budget", "delete-budget", "advance", "restart", "drain", "reset", "hold", "unhold"}
+var opNames = [...]string{"enqueue", "ack", "ack-missing", "fail", "delete", "open", "close", "create-budget", "patch-budget", "delete-budget", "advance", "restart", "drain", "reset", "hold", "unhold", "recreate-budget"}
 
 type bindSpec struct {
 	Key        string
@@ -175,6 +178,8 @@ func (o simOp) String() string {
 		fmt.Fprintf(&b, " %s %+v", o.Key, o.Patch)
 	case opDeleteBudget:
 		fmt.Fprintf(&b, " %s", o.Key)
+	case opRecreateBudget:
+		fmt.Fprintf(&b, " %s %s, then %d jobs", o.Key, modelDefString(o.Def), len(o.Jobs))
 	case opAdvance:
 		fmt.Fprintf(&b, " %dms", o.Dt)
 	}
@@ -273,8 +278,8 @@ func (v *modelViolation) Error() string {
 type simStats struct {
 	budgetFailures,
 	ops, messages, deliveries, dispatches, commits, grants, refusals, wakes, restarts, quiescentChecks, timerFires, wokenClaims, deleteReserving, deleteUnwritten int
-	maxLive            int
-	batches, overtaken int // batched messages delivered; deliveries ahead of an older message
+	maxLive                            int
+	batches, overtaken, foreignRefunds int // batched messages delivered; deliveries ahead of an older message
 }
 
 type sim struct {
@@ -490,6 +495,9 @@ func (s *sim) toBudget(key string, msg budgetMsg) {
 	}
 	if r, ok := msg.(*RefundTokens); ok {
 		s.countCommit(r.JobID, key, -1)
+		if r.Incarnation != sb.core.incarnation {
+			s.stats.foreignRefunds++ // a debit of a former budget of this key
+		}
 	}
 	if _, ok := msg.(*RestoreBudget); ok {
 		sb.restoring = true
@@ -1559,6 +1567,8 @@ func (s *sim) exec(op simOp) {
 		s.doHold(op)
 	case opUnhold:
 		s.doUnhold(op)
+	case opRecreateBudget:
+		s.doRecreateBudget(op)
 	}
 	s.eng.flushIdle(s.now)
 	s.mail.endReceive()
@@ -2142,6 +2152,10 @@ func (s *sim) genOp() simOp {
 			live++
 		}
 	}
+	if s.pending() > 0 && r.IntN(3) == 0 && s.keyWithCommittedAnswer() != "" {
+		s.genRecreate(&op) // often when it can show a refund going astray
+		return op
+	}
 	x := r.IntN(1000)
 	switch {
 	case r.IntN(1000) < 2:
@@ -2280,7 +2294,7 @@ func (s *sim) genOp() simOp {
 				op.Patch.Duration = []int64{10, 50, 100, 300, 1000}[r.IntN(5)]
 			}
 		}
-	case x < 660:
+	case x < 655:
 		op.Kind = opDeleteBudget
 		op.Key = simKeys[r.IntN(len(simKeys))]
 		if s.ext.ttl > 0 && s.ext.onTheFly[op.Key] && r.IntN(4) != 0 {
@@ -2288,6 +2302,8 @@ func (s *sim) genOp() simOp {
 		}
 	case x < 680:
 		s.genHold(&op)
+	case x < 685:
+		s.genRecreate(&op)
 	case x < 900:
 		op.Kind = opAdvance
 		switch y := r.IntN(100); {
@@ -2485,8 +2501,8 @@ func TestModelRandomized(t *testing.T) {
 			start := time.Now()
 			res := runModel(t, seed, nOps, nil)
 			st := res.stats
-			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %d batches, %d deliveries ahead of an older message, %v simulated, %v",
-				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.deleteReserving, st.deleteUnwritten, st.batches, st.overtaken,
+			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %d batches, %d deliveries ahead of an older message, %d refunds to a recreated budget, %v simulated, %v",
+				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.deleteReserving, st.deleteUnwritten, st.batches, st.overtaken, st.foreignRefunds,
 				time.Duration(res.now-simEpoch)*time.Millisecond, time.Since(start).Round(time.Millisecond))
 			x := res.ext
 			t.Logf("seed %d, SPEC §10: %d settlements (%d debts), %d holds (%d drains), %d refusals while held, %d budgets collected (TTL %d ms)",
