@@ -217,15 +217,6 @@ func (s *sim) owe(mj *mJob, list []protocol.Settlement) {
 	}
 }
 
-// forget drops what the model owes for jobs, after an ack was refused.
-func (s *sim) forget(lists map[string][]protocol.Settlement) {
-	for id, list := range lists {
-		for _, e := range list {
-			delete(s.ext.owed, settleKey{id, e.Key})
-		}
-	}
-}
-
 // ---------------------------------------------------------------- hooks
 
 // sentToBudget checks a §10 message the engine sends to key's budget as
