@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -36,7 +37,7 @@ type budgetActor struct {
 
 	ctx         actor.Context // during Receive
 	cancelTimer func()
-	out         stepOutput // reused by every step
+	out         *stepOutput // during Receive, from stepOutputs
 
 	// The checkpoint before each step: the answers pending then and the
 	// time_based pool. A step that panics is undone to it.
@@ -60,6 +61,8 @@ func (a *budgetActor) Receive(ctx actor.Context) {
 		a.stopTimer(false)
 		return // stopping: it has reported its failure
 	}
+	a.out = stepOutputs.Get().(*stepOutput)
+	defer a.releaseOut()
 	a.checkpoint()
 	defer a.recoverFailure()
 	// The pool is kept in ns (SPEC §4.4, precision).
@@ -90,11 +93,25 @@ func (a *budgetActor) step(now uint64, m budgetMsg) {
 	a.checkpoint()
 	a.stepping = m
 	a.out.trace = a.tracer.on()
-	a.core.step(now, m, &a.out)
+	a.core.step(now, m, a.out)
 	if a.out.unhandled != nil {
 		a.log.Warn("budget actor: unhandled message", "type", fmt.Sprintf("%T", m))
 	}
-	applyStep(&a.out, a, a.tracer)
+	applyStep(a.out, a, a.tracer)
+}
+
+// stepOutputs are the budget actors' step outputs: one is taken for each
+// Receive and given back at its end, so an idle budget keeps no buffers (a
+// server may hold a hundred thousand budgets; a buffer of its own, grown by
+// one batch of answers, cost each about 300 bytes for good: many-budgets
+// 12,946 -> 12,636 bytes per budget).
+var stepOutputs = sync.Pool{New: func() any { return new(stepOutput) }}
+
+// releaseOut gives the step output back to stepOutputs.
+func (a *budgetActor) releaseOut() {
+	a.out.reset()
+	stepOutputs.Put(a.out)
+	a.out = nil
 }
 
 // checkpoint notes what a failing step is undone to.

@@ -56,7 +56,7 @@ var inFlightOne = protocol.Definition{Allocation: 1, Strategy: protocol.Strategy
 func newInFlightBudget(epoch uint64) *budgetActor {
 	core := newBudgetCore("b", inFlightOne, atMs(0), nil)
 	core.epoch = epoch
-	return &budgetActor{core: core, tracer: NewTracer()}
+	return &budgetActor{core: core, tracer: NewTracer(), out: new(stepOutput)}
 }
 
 // deliver hands msgs to the budget actor a and returns its answers to the
