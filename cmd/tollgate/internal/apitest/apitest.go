@@ -715,12 +715,8 @@ func (s *Stream) readNDJSON(br *bufio.Reader) error {
 			continue
 		}
 		body := line[:len(line)-1]
-		j, derr := decodeStreamJob(JSON, body)
-		if derr != nil {
-			return derr
-		}
-		if !s.push(Frame{Job: &j, Raw: body}) {
-			return nil
+		if more, err := s.pushJob(JSON, body); !more {
+			return err
 		}
 	}
 }
@@ -737,12 +733,8 @@ func (s *Stream) readMsgpack(br *bufio.Reader) error {
 			}
 			continue
 		}
-		j, derr := decodeStreamJob(Msgpack, body)
-		if derr != nil {
-			return derr
-		}
-		if !s.push(Frame{Job: &j, Raw: body}) {
-			return nil
+		if more, err := s.pushJob(Msgpack, body); !more {
+			return err
 		}
 	}
 }
@@ -788,14 +780,21 @@ func (s *Stream) readSSE(br *bufio.Reader) error {
 		if len(comments) > 0 || len(data) != 1 {
 			return fmt.Errorf("unexpected SSE event %q", ev)
 		}
-		j, derr := decodeStreamJob(JSON, []byte(data[0]))
-		if derr != nil {
-			return derr
-		}
-		if !s.push(Frame{Job: &j, Raw: []byte(data[0])}) {
-			return nil
+		if more, err := s.pushJob(JSON, []byte(data[0])); !more {
+			return err
 		}
 	}
+}
+
+// pushJob decodes one job frame in format f and pushes it; more is false
+// when the reader must stop: on a decoding error (err) or once the stream
+// is closed (err nil).
+func (s *Stream) pushJob(f Format, body []byte) (more bool, err error) {
+	j, err := decodeStreamJob(f, body)
+	if err != nil {
+		return false, err
+	}
+	return s.push(Frame{Job: &j, Raw: body}), nil
 }
 
 // decodeStreamJob decodes a frame without a testing.TB (reader goroutine).
