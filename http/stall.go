@@ -15,7 +15,8 @@ import (
 // keeps its jobs in flight, and with prefetch 0 it can hold every global
 // in-flight slot. A stream is closed, exactly as if the client had
 // disconnected, when a frame handed to the connection stays unwritten for
-// the stall timeout, or when its unwritten frames exceed the buffer limit.
+// the stall timeout, or when its unwritten frames exceed the buffer limit
+// (and are still unwritten at the next check).
 //
 // "Unwritten" is what the server can see: the bytes of a write that has not
 // returned yet (an HTTP/2 stream whose flow-control window the client does
@@ -68,6 +69,10 @@ type streamWatch struct {
 	handed  int64         // bytes handed to the connection so far
 	writing int64         // bytes of the write in progress
 	pending []handedWrite // writes not known to be written, oldest first
+	// handedAtCheck is handed as it was at the previous check: only bytes
+	// handed before it count toward the buffer limit, so that a healthy
+	// reader's batch, in transit at the moment of a check, does not.
+	handedAtCheck int64
 }
 
 type handedWrite struct {
@@ -98,7 +103,9 @@ func (w *streamWatch) end() {
 }
 
 // check returns why the stream has stalled at now ("" when it has not) and
-// how many bytes are unwritten.
+// how many bytes are unwritten. The buffer limit counts the bytes that were
+// handed before the previous check and are still unwritten: bytes in
+// transit for less than one check interval are not a stall.
 func (w *streamWatch) check(now time.Time) (string, int64) {
 	var queued int64
 	if w.sendQueue != nil {
@@ -113,8 +120,10 @@ func (w *streamWatch) check(now time.Time) (string, int64) {
 		i++
 	}
 	w.pending = w.pending[i:]
+	stuck := max(0, w.handedAtCheck-written) // unwritten since the previous check
+	w.handedAtCheck = w.handed
 	switch {
-	case unwritten > w.bufferLimit:
+	case stuck > w.bufferLimit:
 		return stallBufferFull, unwritten
 	case w.stallTimeout > 0 && len(w.pending) > 0 && now.Sub(w.pending[0].at) >= w.stallTimeout:
 		return stallTimedOut, unwritten

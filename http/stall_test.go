@@ -62,9 +62,43 @@ func TestStreamWatchRules(t *testing.T) {
 			w.end()
 			queued = int64(100 * (i + 1))
 		}
+		// over the limit at one check: the bytes may be in transit
 		reason, n := w.check(t0)
+		require.Empty(t, reason)
+		require.Equal(t, int64(1100), n)
+		// still unwritten at the next check: stalled
+		reason, n = w.check(t0.Add(time.Second))
 		require.Equal(t, stallBufferFull, reason)
 		require.Equal(t, int64(1100), n)
+	})
+	t.Run("a large write in transit at one check only", func(t *testing.T) {
+		// a healthy HTTP/2 reader: each batch is over the limit while it
+		// is written, and every check happens to fall inside a write
+		w := &streamWatch{bufferLimit: 1000}
+		for i := range 10 {
+			at := t0.Add(time.Duration(i) * time.Second)
+			w.begin(5000, at)
+			reason, n := w.check(at)
+			require.Empty(t, reason, "write %d", i)
+			require.Equal(t, int64(5000), n)
+			w.end()
+		}
+	})
+	t.Run("only bytes still unwritten count, not those written since", func(t *testing.T) {
+		w := newWatch(0, 1000)
+		w.begin(1500, t0)
+		w.end()
+		queued = 1500
+		reason, _ := w.check(t0)
+		require.Empty(t, reason)
+		queued = 900 // the reader took 600 bytes: 900 < 1000 left
+		w.begin(1500, t0)
+		w.end()
+		queued += 1500
+		reason, _ = w.check(t0.Add(time.Second))
+		require.Empty(t, reason)
+		reason, _ = w.check(t0.Add(2 * time.Second)) // now 2400 unwritten since the last check
+		require.Equal(t, stallBufferFull, reason)
 	})
 	t.Run("stall timeout 0 never closes", func(t *testing.T) {
 		w := newWatch(0, 1<<20)
