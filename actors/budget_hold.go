@@ -72,6 +72,9 @@ func (b *budgetCore) hold(now, untilMs uint64, drain bool) []string {
 	if drain && b.def.Strategy.Type == protocol.TimeBased {
 		b.settle(now)
 		b.level = min(b.level, 0)
+		if b.prov != nil {
+			b.prov.shadow = min(b.prov.shadow, 0)
+		}
 	}
 	return b.evaluate(now)
 }

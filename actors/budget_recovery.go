@@ -150,7 +150,7 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 		case stParked:
 			if en.parkedOn == key {
 				c, _ := bindingCost(en.job.Budgets, key)
-				r.Parked = append(r.Parked, JobRef{ID: en.job.ID, Queue: en.job.Queue, Cost: c, Priority: en.parkedPrio})
+				r.Parked = append(r.Parked, JobRef{ID: en.job.ID, Queue: en.job.Queue, Cost: c, Priority: en.parkedPrio, Sole: len(en.job.Budgets) == 1})
 			}
 		case stReserving:
 			for i, b := range en.resv.bindings {

@@ -40,6 +40,7 @@ func (b *budgetCore) settleCost(now uint64, reserved, cost uint32) (bool, []stri
 	}
 	b.settle(now)
 	b.level = math.Min(float64(b.def.Capacity()), b.level+float64(reserved)-float64(cost))
+	b.shadowCredit(float64(reserved) - float64(cost))
 	b.settlements++
 	return true, b.evaluate(now)
 }

@@ -75,11 +75,16 @@ func (b *budgetCore) step(now uint64, msg budgetMsg, out *stepOutput) {
 		if m.Incarnation != b.incarnation {
 			return // another budget of this key made the debit
 		}
-		woken := b.refund(now, m.Cost)
+		woken, ok := b.refundProvisional(now, m.JobID, m.Cost)
+		if !ok {
+			woken = b.refund(now, m.Cost)
+		}
 		b.traceJob(out, now, EventRelease, m.JobID)
 		b.wake(now, out, woken, "release")
 	case *SettleCost:
 		b.onSettle(now, m, out)
+	case *PrepaidDispatched:
+		b.confirmProvisional(m)
 	case *HoldBudget:
 		b.onHold(now, m, out)
 	case *budgetIdleQuery:
@@ -150,7 +155,7 @@ func (b *budgetCore) onWake(now uint64, m *budgetWake, out *stepOutput) {
 	out.fired = true
 	b.traceTimer(out, now, EventTimerFired, due)
 	b.traceHoldEnd(now, out)
-	b.wake(now, out, b.evaluate(now), "refill")
+	b.wakeDebiting(now, out)
 }
 
 // wake hands woken jobs back to the queue and brings the timer in line with

@@ -18,6 +18,8 @@ type JobRef struct {
 	Queue    string
 	Cost     uint32
 	Priority uint16
+	// Sole: the job is bound to this budget alone (prepaid.go).
+	Sole bool
 }
 
 func refLess(a, b JobRef) bool {
@@ -79,6 +81,9 @@ type budgetCore struct {
 	timerGen         uint64
 	// pause is the budget's hold, if any (budget_hold.go)
 	pause budgetPause
+	// prov is a wake's debit the queue has not confirmed or refunded yet
+	// (prepaid.go); nil: none.
+	prov *provisional
 
 	// counters for observation
 	dispatches  uint64
@@ -115,6 +120,7 @@ func newBudgetCore(key string, def protocol.Definition, now uint64, consumed fun
 func (b *budgetCore) fill(now uint64) {
 	b.level = float64(b.def.Capacity())
 	b.at = now
+	b.prov = nil
 }
 
 // rate is the time_based refill in tokens per millisecond.
@@ -137,6 +143,9 @@ func (b *budgetCore) settle(now uint64) {
 		return
 	}
 	if now > b.at {
+		if b.prov != nil {
+			b.prov.shadow = math.Min(float64(b.def.Capacity()), b.prov.shadow+float64(now-b.at)/nsPerMs*b.rate())
+		}
 		b.level = b.levelAt(now)
 		b.at = now
 	}
@@ -228,6 +237,7 @@ func (b *budgetCore) commit(now uint64, jobID string) {
 func (b *budgetCore) debit(cost uint32) {
 	if b.def.Strategy.Type == protocol.TimeBased {
 		b.level -= float64(cost)
+		b.shadowCredit(-float64(cost))
 	}
 	b.inFlight += uint64(cost)
 	b.dispatches++
@@ -245,6 +255,7 @@ func (b *budgetCore) refund(now uint64, cost uint32) []string {
 	}
 	if b.def.Strategy.Type == protocol.TimeBased {
 		b.level = math.Min(float64(b.def.Capacity()), b.level+float64(cost))
+		b.shadowCredit(float64(cost))
 	}
 	if b.dispatches > 0 {
 		b.dispatches--
@@ -298,6 +309,7 @@ func (b *budgetCore) update(now uint64, def protocol.Definition) []string {
 			b.fill(now)
 		} else {
 			b.level = math.Min(b.level, float64(def.Capacity()))
+			b.shadowCredit(0)
 			b.at = now
 		}
 	}

@@ -63,12 +63,15 @@ func (e *queueCore) pump(now uint64) {
 				e.ready.remove(it, en.job.Queue)
 				if len(en.job.Budgets) == 0 {
 					e.dispatch(now, en, s)
-				} else {
+				} else if !e.dispatchPrepaid(now, en, s) {
 					e.startReservation(en, s)
 				}
 				progress = true
 			}
 		}
+	}
+	if len(e.prepaid) > 0 {
+		e.refundUnusedPrepaid()
 	}
 	e.flush()
 }

@@ -117,6 +117,17 @@ type JobsWoken struct {
 	Key    string
 	JobIDs []string
 	epoch  uint64 // the engine's the waking budget was made for
+
+	// Debited reports that the budget's wake timer found JobIDs[0], bound
+	// to this budget alone, affordable and debited its cost at once
+	// (prepaid.go): the queue dispatches it without asking again, or
+	// refunds the cost to the budget of this Incarnation.
+	Debited     bool
+	Cost        uint32
+	Incarnation uint64
+	// Pool is the pool's note after the debit (durable pools,
+	// budget_pools.go), as a grant's answer carries one.
+	Pool poolNote
 }
 
 func (*ReserveResponse) isQueueMsg() {}

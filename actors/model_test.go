@@ -687,6 +687,11 @@ func (s *sim) stepBudget(sb *simBudget, m budgetMsg) {
 	for _, snd := range out.sends {
 		if snd.woken != nil {
 			woken = snd.woken.JobIDs
+			if snd.woken.Debited { // the wake debited its first job (prepaid.go)
+				s.stats.commits++
+				s.recordCommit(sb, snd.woken.Cost, s.seq, s.now, woken[0])
+				s.countCommit(woken[0], sb.key, 1)
+			}
 		}
 	}
 	switch m := m.(type) {

@@ -174,6 +174,9 @@ type queueCore struct {
 	ids *protocol.IDGenerator
 
 	jobs map[string]*entry
+	// prepaid holds the jobs a budget's wake debited, from JobsWoken to the
+	// end of the pump that dispatches or refunds them (prepaid.go)
+	prepaid map[string]prepaidJob
 	// payloadBytes is the size of the payloads jobs hold in memory
 	// (bounded by cfg.PayloadCacheBytes).
 	payloadBytes int

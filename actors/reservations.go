@@ -43,7 +43,8 @@ func (e *queueCore) askNext(en *entry) {
 	b := en.resv.bindings[en.resv.idx]
 	last := en.resv.idx == len(en.resv.bindings)-1
 	r := e.msgs.reserves.new()
-	*r = ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost}, Commit: last, entry: e.slots.ref(en)}
+	*r = ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost, Sole: len(en.resv.bindings) == 1},
+		Commit: last, entry: e.slots.ref(en)}
 	e.out.toBudget(b.Key, r)
 }
 
@@ -152,11 +153,19 @@ func (e *queueCore) onJobsWoken(now uint64, m *JobsWoken) {
 		return // from a budget of a former life of the queue actor
 	}
 	stale := false
-	for _, id := range m.JobIDs {
+	for i, id := range m.JobIDs {
 		en := e.jobs[id]
-		if en != nil && en.state == stParked && en.parkedOn == m.Key {
+		debited := i == 0 && m.Debited // prepaid.go
+		switch {
+		case en != nil && en.state == stParked && en.parkedOn == m.Key:
 			e.makeReady(en)
-		} else {
+			if debited {
+				e.notePool(m.Key, m.Pool) // durable pools (budget_pools.go)
+				e.notePrepaid(en, m)
+			}
+		case debited:
+			e.refundPrepaid(id, prepaidJob{key: m.Key, cost: m.Cost, incarnation: m.Incarnation})
+		default:
 			stale = true
 		}
 	}
