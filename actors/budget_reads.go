@@ -85,8 +85,10 @@ func (b *budgetCore) waiting(now uint64, jobID string, priority uint16) *JobWait
 	}}
 }
 
-// line is the first limit parked jobs, in the order they are served.
+// line is the first limit parked jobs, in the order they are served (none
+// for a limit below one).
 func (b *budgetCore) line(limit int) *BudgetLine {
+	limit = max(limit, 0)
 	l := &BudgetLine{Total: b.parkedCount(), Jobs: make([]ParkedJob, 0, min(limit, b.parkedCount()))}
 	b.parked.Ascend(func(r JobRef) bool {
 		if len(l.Jobs) >= limit {

@@ -361,3 +361,21 @@ func TestBudgetReadsChangeNothing(t *testing.T) {
 		t.Fatalf("waiting of e = %+v, want position 2, affordable at 200 ms (0.02 tokens left at 2 ms, 2 needed for d and e, at 10/s)", w)
 	}
 }
+
+// TestBudgetLineLimitBelowOne: the line read with a limit below one is
+// empty (it panicked on a negative capacity inside the budget actor; the
+// HTTP layer checks the limit, the core must not depend on it).
+func TestBudgetLineLimitBelowOne(t *testing.T) {
+	b := newBudgetCore("b", whileInFlight(1), 0, nil)
+	b.reserve(0, JobRef{ID: "a", Queue: "q", Cost: 1}, true)
+	b.reserve(0, JobRef{ID: "b", Queue: "q", Cost: 1}, true)
+	for _, limit := range []int{-5, 0} {
+		l := b.line(limit)
+		if l.Total != 1 || len(l.Jobs) != 0 {
+			t.Fatalf("line(%d) = %d of %d, want none of 1", limit, len(l.Jobs), l.Total)
+		}
+	}
+	if l := b.line(1); len(l.Jobs) != 1 || l.Jobs[0].ID != "b" {
+		t.Fatalf("line(1) = %+v, want job b", l.Jobs)
+	}
+}
