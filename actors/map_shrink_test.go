@@ -1,0 +1,136 @@
+package actors
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+func sameMap[M any](a, b M) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// TestShrinkMap checks the rule: a map is made afresh, with the same
+// entries, once it holds at most a quarter of its peak, and only when the
+// peak was at least shrinkMinPeak.
+func TestShrinkMap(t *testing.T) {
+	var p mapPeak
+	m := map[int]string{}
+	for i := range 4000 {
+		m[i] = fmt.Sprint(i)
+		if got := shrinkMap(m, &p); !sameMap(got, m) {
+			t.Fatalf("made afresh while growing, at %d", i+1)
+		}
+	}
+	for i := range 2999 {
+		delete(m, i)
+	}
+	if got := shrinkMap(m, &p); !sameMap(got, m) {
+		t.Fatalf("made afresh at %d of a peak of 4000", len(m))
+	}
+	delete(m, 2999)
+	got := shrinkMap(m, &p)
+	if sameMap(got, m) {
+		t.Fatal("not made afresh at a quarter of its peak")
+	}
+	if len(got) != 1000 || got[3000] != "3000" || got[3999] != "3999" {
+		t.Fatalf("the fresh map holds %d entries, want the 1000 left", len(got))
+	}
+	if p.peak != 1000 {
+		t.Fatalf("peak %d after the rebuild, want 1000", p.peak)
+	}
+	// its peak is now 1000, below the minimum: emptied, it is kept
+	m = got
+	clear(m)
+	if got := shrinkMap(m, &p); !sameMap(got, m) {
+		t.Fatal("a map of a peak below shrinkMinPeak was made afresh")
+	}
+}
+
+// TestShrinkMapSmallPeak checks that a map whose peak stayed below
+// shrinkMinPeak is kept however empty it gets.
+func TestShrinkMapSmallPeak(t *testing.T) {
+	var p mapPeak
+	m := map[int]int{}
+	for i := range shrinkMinPeak - 1 {
+		m[i] = i
+	}
+	shrinkMap(m, &p)
+	clear(m)
+	if got := shrinkMap(m, &p); !sameMap(got, m) {
+		t.Fatalf("a map of peak %d was made afresh", shrinkMinPeak-1)
+	}
+}
+
+// TestCollectedTenantsLeaveNoMapTables makes 20,000 tenants at the queue
+// core (a create_with budget and a job each), finishes their jobs and
+// collects their budgets, then checks the live heap left behind: with the
+// core's sparse maps made afresh it is a few bytes per tenant; Go's maps
+// alone would keep their tables (jobs, budgets, the per-budget index),
+// about 170 bytes per tenant.
+func TestCollectedTenantsLeaveNoMapTables(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20,000 tenants")
+	}
+	const tenants, ttl = 20_000, 10_000
+	e, out := testEngine(EngineConfig{BudgetIdleTTL: ttl * time.Millisecond})
+	def := timeBased(1, 1000, 0)
+	before := heapInUse()
+
+	ids := make([]string, 0, tenants)
+	for start := 0; start < tenants; start += 1000 {
+		batch := make([]*protocol.NewJob, 0, 1000)
+		for i := start; i < start+1000; i++ {
+			batch = append(batch, tenantJob(fmt.Sprintf("tenant-%06d", i), def))
+		}
+		res, ok := enqueueAnswer(t, e, 1000, &EnqueueJobs{Jobs: batch}).(*EnqueueJobsResponse)
+		if !ok {
+			t.Fatal("enqueue refused")
+		}
+		for _, j := range res.Jobs {
+			ids = append(ids, j.ID)
+		}
+		e.shrinkMaps()
+	}
+	for i, id := range ids {
+		e.deleteJob(2000, id, noReply)
+		if i%1000 == 999 {
+			e.shrinkMaps()
+		}
+	}
+	ids = nil
+	e.flushIdle(2000)
+	e.onCollectTick(2000 + ttl)
+	asked := make([]budgetIdleAnswer, 0, tenants)
+	for key, be := range e.budgets {
+		if be.life.asked != 0 {
+			asked = append(asked, budgetIdleAnswer{Key: key, At: 2000, gen: be.life.asked, epoch: e.epoch})
+		}
+	}
+	out.toBudgets = nil
+	if len(asked) != tenants {
+		t.Fatalf("%d budgets asked about, want %d", len(asked), tenants)
+	}
+	for i := range asked {
+		e.onBudgetIdle(2000+ttl, &asked[i])
+		if i%1000 == 999 {
+			e.shrinkMaps()
+		}
+	}
+	asked = nil
+	if len(e.budgets) != 0 || len(e.jobs) != 0 {
+		t.Fatalf("%d budgets and %d jobs left", len(e.budgets), len(e.jobs))
+	}
+	e.shrinkMaps()
+	after := heapInUse()
+	per := (float64(after) - float64(before)) / tenants
+	t.Logf("live heap left: %.0f B per tenant collected", per)
+	if per > 60 {
+		t.Fatalf("%.0f B of live heap left per tenant collected, want at most 60", per)
+	}
+	runtime.KeepAlive(e)
+}
