@@ -23,16 +23,29 @@ type mapPeak struct{ peak int }
 // deletes, so a map's upkeep stays O(1) per operation. m must not be
 // iterated by a caller while shrinkMap runs.
 func shrinkMap[M ~map[K]V, K comparable, V any](m M, p *mapPeak) M {
-	n := len(m)
+	if !p.sparse(len(m)) {
+		return m
+	}
+	return remade(m)
+}
+
+// sparse notes a size n and reports whether it is at most a quarter of
+// the peak (at least shrinkMinPeak); if so the peak starts again from n.
+func (p *mapPeak) sparse(n int) bool {
 	if n > p.peak {
 		p.peak = n
 	}
 	if p.peak < shrinkMinPeak || n > p.peak/4 {
-		return m
+		return false
 	}
-	fresh := make(M, n)
-	maps.Copy(fresh, m)
 	p.peak = n
+	return true
+}
+
+// remade returns a copy of m sized for its entries.
+func remade[M ~map[K]V, K comparable, V any](m M) M {
+	fresh := make(M, len(m))
+	maps.Copy(fresh, m)
 	return fresh
 }
 
@@ -40,6 +53,10 @@ func shrinkMap[M ~map[K]V, K comparable, V any](m M, p *mapPeak) M {
 // budgets.
 type corePeaks struct {
 	jobs, terminal, budgets, byKey, unique, pending mapPeak
+	// inFlight is the peak of the jobs in flight on all streams: once it
+	// is sparse, every stream's map is made afresh (costing at most a
+	// quarter of the peak, as one map would).
+	inFlight mapPeak
 }
 
 // shrinkMaps makes the queue core's sparse maps afresh.
@@ -51,6 +68,11 @@ func (e *queueCore) shrinkMaps() {
 	e.byKey = shrinkMap(e.byKey, &p.byKey)
 	e.unique = shrinkMap(e.unique, &p.unique)
 	e.pending = shrinkMap(e.pending, &p.pending)
+	if p.inFlight.sparse(e.inFlightTotal) {
+		for _, s := range e.streams {
+			s.inFlight = remade(s.inFlight)
+		}
+	}
 }
 
 // actorPeaks are the peaks of the queue actor's maps keyed by budget.

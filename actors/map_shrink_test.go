@@ -134,3 +134,51 @@ func TestCollectedTenantsLeaveNoMapTables(t *testing.T) {
 	}
 	runtime.KeepAlive(e)
 }
+
+// TestStreamMapsMadeAfresh checks that once the jobs in flight fall to a
+// quarter of their peak, each stream's map of its jobs in flight is made
+// afresh with the same jobs, and that the jobs still finish through it.
+func TestStreamMapsMadeAfresh(t *testing.T) {
+	e, _ := testEngine(EngineConfig{})
+	var ids []string
+	e.openStream(0, &OpenStream{Prefetch: 5000, Deliver: func(js []protocol.Job) {
+		for _, j := range js {
+			ids = append(ids, j.ID)
+		}
+	}}, noReply)
+	var s *stream
+	for _, only := range e.streams {
+		s = only
+	}
+	batch := make([]*protocol.NewJob, 2000)
+	for i := range batch {
+		batch[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q"}}
+	}
+	enqueueAnswer(t, e, 1000, &EnqueueJobs{Jobs: batch})
+	for n := -1; n != len(ids); {
+		n = len(ids)
+		e.streamWritten(1000, s.id) // the stream wrote what it was handed
+	}
+	e.shrinkMaps()
+	if len(ids) != 2000 || len(s.inFlight) != 2000 {
+		t.Fatalf("%d delivered, %d in flight on the stream, want 2000", len(ids), len(s.inFlight))
+	}
+	before := s.inFlight
+	e.ack(2000, ids[:1499], noReply)
+	e.shrinkMaps()
+	if !sameMap(before, s.inFlight) {
+		t.Fatal("made afresh with 501 of 2000 in flight")
+	}
+	e.ack(2000, ids[1499:1500], noReply)
+	e.shrinkMaps()
+	if sameMap(before, s.inFlight) {
+		t.Fatal("not made afresh with 500 of 2000 in flight")
+	}
+	if len(s.inFlight) != 500 || s.inFlight[ids[1999]] == nil {
+		t.Fatalf("%d in flight after the rebuild, want the 500 left", len(s.inFlight))
+	}
+	e.ack(3000, ids[1500:], noReply)
+	if len(s.inFlight) != 0 || e.inFlightTotal != 0 || len(e.jobs) != 0 {
+		t.Fatalf("%d in flight on the stream, %d in all, %d jobs after acking every job", len(s.inFlight), e.inFlightTotal, len(e.jobs))
+	}
+}
