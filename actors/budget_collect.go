@@ -230,7 +230,7 @@ func (e *queueCore) flushIdle(now uint64) {
 	for _, key := range e.collect.idled {
 		e.considerIdle(now, key)
 	}
-	e.collect.idled = e.collect.idled[:0]
+	e.collect.idled = emptied(e.collect.idled) // map_shrink.go
 	e.armCollect()
 }
 

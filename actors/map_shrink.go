@@ -49,6 +49,17 @@ func remade[M ~map[K]V, K comparable, V any](m M) M {
 	return fresh
 }
 
+// emptied returns s emptied for reuse: its elements are cleared, so that
+// its array keeps nothing alive past its length, and an array grown past
+// shrinkMinPeak for a burst is let go.
+func emptied[S ~[]E, E any](s S) S {
+	if cap(s) > shrinkMinPeak {
+		return nil
+	}
+	clear(s)
+	return s[:0]
+}
+
 // corePeaks are the peaks of the queue core's maps that grow with jobs or
 // budgets.
 type corePeaks struct {
