@@ -11,18 +11,23 @@ import (
 type releasingOutbox struct {
 	*recordingOutbox
 	releases []uint64 // the moments releaseMemory was called
+	flushes  []bool   // and whether with a flush
 	armed    uint64   // the release timer (0: none)
 	now      uint64
 }
 
-func (o *releasingOutbox) releaseMemory()       { o.releases = append(o.releases, o.now) }
+func (o *releasingOutbox) releaseMemory(flush bool) {
+	o.releases = append(o.releases, o.now)
+	o.flushes = append(o.flushes, flush)
+}
 func (o *releasingOutbox) armRelease(at uint64) { o.armed = at }
 
 // TestMemoryReleasedOnceTheWaveSettles collects a wave of tenants whose
 // idle answers come back over a second, after the collector's set is
-// empty, and checks that memory is released once, the quiet time after the
-// last collection (not while the wave runs, when the budgets just stopped
-// are not garbage yet), and that a wave collected over more than
+// empty, and checks that memory is released (with a memtable flush) once,
+// the quiet time after the last collection, not while the wave runs, when
+// the budgets just stopped are not garbage yet; then once more, without a
+// flush, releaseFollowMs later. A wave collected over more than
 // releaseGapMs gets a release every releaseEvery budgets on the way.
 func TestMemoryReleasedOnceTheWaveSettles(t *testing.T) {
 	const ttl = 10_000
@@ -83,21 +88,35 @@ func TestMemoryReleasedOnceTheWaveSettles(t *testing.T) {
 	}
 	// the timer was armed early in the wave: it fires, the wave was not
 	// quiet then, it is armed again for the quiet moment
-	for out.armed != 0 && len(out.releases) == 0 {
+	fire := func() {
 		at := out.armed
 		out.armed, out.now = 0, at
 		e.onReleaseTick(at)
 	}
-	if len(out.releases) != 1 || out.releases[0] != last+releaseQuietMs {
-		t.Fatalf("released at %v, want once at %d (the quiet time after the last collection)", out.releases, last+releaseQuietMs)
+	for out.armed != 0 && len(out.releases) == 0 {
+		fire()
 	}
-	e.onReleaseTick(last + 2*releaseQuietMs)
-	if len(out.releases) != 1 || out.armed != 0 {
+	settled := last + releaseQuietMs
+	if len(out.releases) != 1 || out.releases[0] != settled || !out.flushes[0] {
+		t.Fatalf("released at %v (flush %v), want once at %d (the quiet time after the last collection) with a flush", out.releases, out.flushes, settled)
+	}
+	if out.armed != settled+releaseFollowMs {
+		t.Fatalf("release timer at %d after the settled release, want %d", out.armed, settled+releaseFollowMs)
+	}
+	fire()
+	if len(out.releases) != 2 || out.releases[1] != settled+releaseFollowMs || out.flushes[1] {
+		t.Fatalf("released at %v (flush %v), want the follow-up at %d without a flush", out.releases, out.flushes, settled+releaseFollowMs)
+	}
+	if out.armed != 0 {
+		t.Fatalf("release timer armed at %d with nothing collected since", out.armed)
+	}
+	e.onReleaseTick(settled + 3*releaseFollowMs)
+	if len(out.releases) != 2 || out.armed != 0 {
 		t.Fatalf("released again (%v) or armed (%d) with nothing collected since", out.releases, out.armed)
 	}
 
 	// a long wave: 3000 budgets over 30 s
-	out.releases = nil
+	out.releases, out.flushes = nil, nil
 	last = wave(3000, 100_000, 10)
 	if len(out.releases) < 2 {
 		t.Fatalf("released at %v during a 30 s wave, want one every %d budgets and %d ms", out.releases, releaseEvery, releaseGapMs)
@@ -108,13 +127,16 @@ func TestMemoryReleasedOnceTheWaveSettles(t *testing.T) {
 		}
 	}
 	during := len(out.releases)
-	for out.armed != 0 {
-		at := out.armed
-		out.armed, out.now = 0, at
-		e.onReleaseTick(at)
+	for i := range during {
+		if out.flushes[i] {
+			t.Fatalf("a release during the wave, at %d, asked for a flush", out.releases[i])
+		}
 	}
-	if len(out.releases) != during+1 || out.releases[during] != last+releaseQuietMs {
-		t.Fatalf("releases %v, want a last one at %d", out.releases, last+releaseQuietMs)
+	for out.armed != 0 {
+		fire()
+	}
+	if len(out.releases) != during+2 || out.releases[during] != last+releaseQuietMs || out.releases[during+1] != last+releaseQuietMs+releaseFollowMs {
+		t.Fatalf("releases %v, want the last two at %d and %d", out.releases, last+releaseQuietMs, last+releaseQuietMs+releaseFollowMs)
 	}
 }
 
@@ -123,11 +145,11 @@ func TestMemoryReleasedOnceTheWaveSettles(t *testing.T) {
 func TestFewCollectionsReleaseNothing(t *testing.T) {
 	var r memoryRelease
 	for i := range uint64(releaseMin - 1) {
-		if release, arm := r.collected(1000 + i); release || arm != 0 {
-			t.Fatalf("collection %d: release %v, arm %d", i+1, release, arm)
+		if kind, arm := r.collected(1000 + i); kind != releaseNone || arm != 0 {
+			t.Fatalf("collection %d: release %v, arm %d", i+1, kind, arm)
 		}
 	}
-	if release, arm := r.tick(1 << 40); release || arm != 0 {
-		t.Fatalf("tick: release %v, arm %d", release, arm)
+	if kind, arm := r.tick(1 << 40); kind != releaseNone || arm != 0 {
+		t.Fatalf("tick: release %v, arm %d", kind, arm)
 	}
 }

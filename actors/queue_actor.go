@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -362,10 +361,6 @@ func (a *queueActor) load(now uint64) error {
 	// listener opens, so recovery is durable before anything is served.
 	return a.store.Commit(context.Background(), batch)
 }
-
-// releaseMemory returns freed heap to the OS (memoryReleaser), in a
-// goroutine: it runs a full collection.
-func (a *queueActor) releaseMemory() { go debug.FreeOSMemory() }
 
 func (a *queueActor) armReaper() {
 	if a.cfg.ReaperInterval > 0 {
