@@ -66,27 +66,8 @@ type budgetCollector struct {
 
 	holdsSet, holdsReleased, drains, collected uint64
 
-	// sinceRelease counts the budgets collected since memory was last
-	// handed back to the OS, at lastRelease (Unix ms).
-	sinceRelease, lastRelease uint64
+	release memoryRelease // when to hand memory back (memory_release.go)
 }
-
-// memoryReleaser is implemented by an outbox that can hand freed memory
-// back to the operating system: the queue actor's.
-type memoryReleaser interface {
-	// releaseMemory returns freed heap to the OS, off the actor.
-	releaseMemory()
-}
-
-// Releasing memory after collections: once releaseEvery budgets were
-// collected and releaseGapMs passed since the last release, or when the
-// last budget due was collected. Go's scavenger gives freed pages back
-// slowly; after tens of thousands of tenants are collected at once, the
-// operator expects the resident size to fall with them.
-const (
-	releaseEvery = 1024
-	releaseGapMs = 10_000
-)
 
 // collectTimer is implemented by an outbox that can arm the collect
 // timer: the queue actor's. Cores driven without one collect only when
@@ -249,7 +230,7 @@ func (e *queueCore) flushIdle(now uint64) {
 	for _, key := range e.collect.idled {
 		e.considerIdle(now, key)
 	}
-	e.collect.idled = e.collect.idled[:0]
+	e.collect.idled = emptied(e.collect.idled) // map_shrink.go
 	e.armCollect()
 }
 
@@ -353,21 +334,6 @@ func (e *queueCore) onBudgetIdle(now uint64, m *budgetIdleAnswer) {
 		e.maybeReleaseMemory(now)
 	}
 	e.armCollect()
-}
-
-// maybeReleaseMemory hands freed memory back to the OS after many
-// collections (see releaseEvery).
-func (e *queueCore) maybeReleaseMemory(now uint64) {
-	c := &e.collect
-	c.sinceRelease++
-	drained := c.due == nil || c.due.Len() == 0
-	if (c.sinceRelease < releaseEvery || now < addMs(c.lastRelease, releaseGapMs)) && !(drained && c.sinceRelease >= releaseEvery/8) {
-		return
-	}
-	if r, ok := e.out.(memoryReleaser); ok {
-		r.releaseMemory()
-		c.sinceRelease, c.lastRelease = 0, now
-	}
 }
 
 // collectBudget deletes a budget as DELETE /budgets/{key} would.

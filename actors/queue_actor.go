@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -55,10 +54,13 @@ type queueActor struct {
 	// incarnations is the incarnation of each key's budget actor now: a
 	// failure reported by an earlier one is old news.
 	incarnations map[string]uint64
+	peaks        actorPeaks // for making sparse maps afresh (map_shrink.go)
 	stats        StartupStats
 	loadErr      error
 	// collectCancel cancels the armed collect timer (budget_collect.go).
 	collectCancel func()
+	// releaseCancel cancels the armed release timer (memory_release.go).
+	releaseCancel func()
 	// budgetLogger is the logger every budget actor shares (a logger of
 	// its own, with its key, cost each budget a few hundred bytes).
 	budgetLogger *slog.Logger
@@ -92,6 +94,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	if a.eng != nil {
 		a.eng.flushIdle(now) // budget_collect.go
 	}
+	a.shrinkMaps() // map_shrink.go
 	flushLinks(ctx, &a.toBudgets, newBudgetBatch)
 	a.flushCrons(ctx)
 	a.syncTimeoutTimer(ctx)
@@ -245,6 +248,9 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *collectTick:
 		a.collectCancel = nil
 		a.eng.onCollectTick(now)
+	case *releaseTick:
+		a.releaseCancel = nil
+		a.eng.onReleaseTick(now)
 	default:
 		a.log.Warn("queue actor: unknown message", "type", fmt.Sprintf("%T", m))
 	}
@@ -355,10 +361,6 @@ func (a *queueActor) load(now uint64) error {
 	// listener opens, so recovery is durable before anything is served.
 	return a.store.Commit(context.Background(), batch)
 }
-
-// releaseMemory returns freed heap to the OS (memoryReleaser), in a
-// goroutine: it runs a full collection.
-func (a *queueActor) releaseMemory() { go debug.FreeOSMemory() }
 
 func (a *queueActor) armReaper() {
 	if a.cfg.ReaperInterval > 0 {

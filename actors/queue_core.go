@@ -218,6 +218,7 @@ type queueCore struct {
 	tracer  *Tracer
 	obs     engineObs       // counters for metrics (observe.go)
 	collect budgetCollector // idle budgets, hold counters (budget_collect.go)
+	peaks   corePeaks       // for making sparse maps afresh (map_shrink.go)
 	names   nameInterner
 	// epoch tells this engine from the one a restarted queue actor had
 	// before: answers of that one's budget actors may still be queued,

@@ -75,6 +75,9 @@ type Store struct {
 	// commits counts group commits, so that reclaim runs only after
 	// something was written since it last ran
 	commits atomic.Uint64
+	// lastCommit is when the last group commit began (Unix ns; 0: none):
+	// FlushMemtableIfIdle flushes only an idle store (flush.go)
+	lastCommit atomic.Int64
 	// flushReq asks the committer to flush badger's memtable (reclaim)
 	flushReq chan chan error
 	log      *slog.Logger
@@ -341,6 +344,7 @@ func (s *Store) commitLoop() {
 				break fill
 			}
 		}
+		s.lastCommit.Store(s.cfg.Now().UnixNano())
 		s.commitGroup(group)
 		s.commits.Add(1)
 		if s.space != nil {

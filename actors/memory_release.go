@@ -1,0 +1,189 @@
+// Handing memory back to the operating system after budgets are collected
+// (SPEC §10.3: a collected budget's memory is really released).
+//
+// Go frees the heap of collected budgets at its next GC, but its scavenger
+// returns freed pages to the OS only while the process retains more than
+// about its heap goal, and that goal is twice the live heap (badger's
+// memtable arena included). After tens of thousands of tenants are
+// collected, their pages would stay resident for good. So the queue actor
+// runs debug.FreeOSMemory (a full GC, then every free page returned) off
+// the actor, once a wave of collections has settled: releaseQuietMs after
+// the last collection of the wave, when the stopped actors and the deletes
+// being committed have become garbage too. A wave that lasts longer gets a
+// release every releaseGapMs once releaseEvery budgets were collected.
+//
+// The settled release first asks the store to flush its memtable if
+// nothing was committed for half of releaseQuietMs
+// (persistence.Store.FlushMemtableIfIdle): the memtable's arena, resident
+// up to the ~80 MiB written into it, and its write-ahead log's pages hold
+// the writes of the budgets and jobs all deleted since. A busy store keeps
+// its memtable (a flush blocks commits). The flush builds its table in
+// buffers badger pools and drops a few seconds later, so releaseFollowMs
+// after a settled release comes one more release, without a flush, for
+// them and for whatever else became garbage just after the first.
+
+package actors
+
+import (
+	"runtime/debug"
+	"time"
+)
+
+// Release rules, in budgets collected and Unix ms.
+const (
+	// releaseMin is the fewest collections a release is worth: one runs a
+	// full GC.
+	releaseMin = 128
+	// releaseQuietMs is how long no budget must have been collected for
+	// the wave to count as settled.
+	releaseQuietMs = 2_000
+	// releaseFollowMs is the time from a settled release to the one
+	// after it (badger drops a pooled buffer after two seconds unused).
+	releaseFollowMs = 6_000
+	// releaseEvery and releaseGapMs bound the memory kept during a long
+	// wave: a release once releaseEvery were collected and releaseGapMs
+	// passed since the last one.
+	releaseEvery = 1024
+	releaseGapMs = 10_000
+)
+
+// memoryReleaser is implemented by an outbox that can hand freed memory
+// back to the operating system: the queue actor's.
+type memoryReleaser interface {
+	// releaseMemory returns freed heap to the OS, off the actor; with
+	// flush, it first flushes the store's memtable if the store is idle.
+	releaseMemory(flush bool)
+	// armRelease arms the one release timer for at (Unix ms), replacing
+	// the one armed before; it fires a releaseTick.
+	armRelease(at uint64)
+}
+
+// releaseTick is the release timer's message.
+type releaseTick struct{}
+
+func (*releaseTick) isQueueMsg() {}
+
+// releaseKind is what the release rules ask for.
+type releaseKind uint8
+
+const (
+	releaseNone    releaseKind = iota
+	releaseWave                // during a long wave: FreeOSMemory
+	releaseSettled             // a wave settled: flush if idle, FreeOSMemory
+	releaseFollow              // after a settled release: FreeOSMemory
+)
+
+// memoryRelease decides when to release memory after collections; its
+// methods take the time and return what to do.
+type memoryRelease struct {
+	pending     uint64 // budgets collected since the last release
+	lastCollect uint64 // the last collection
+	lastRelease uint64 // the last release
+	follow      uint64 // when the follow-up release is due (0: none)
+	armed       uint64 // the moment the release timer is armed for (0: none)
+}
+
+// collected notes a collection at now. It reports the release to make at
+// once, and a moment to arm the release timer for (0: none).
+func (r *memoryRelease) collected(now uint64) (releaseKind, uint64) {
+	r.pending++
+	r.lastCollect = now
+	if r.pending >= releaseEvery && now >= addMs(r.lastRelease, releaseGapMs) {
+		return releaseWave, 0
+	}
+	if r.pending >= releaseMin && r.armed == 0 {
+		r.armed = addMs(now, releaseQuietMs)
+		return releaseNone, r.armed
+	}
+	return releaseNone, 0
+}
+
+// tick handles the release timer firing at now: the settled release once
+// the wave is quiet (or the timer armed again for when it will be), or the
+// follow-up release when due.
+func (r *memoryRelease) tick(now uint64) (releaseKind, uint64) {
+	r.armed = 0
+	if r.pending >= releaseMin {
+		if quiet := addMs(r.lastCollect, releaseQuietMs); now < quiet {
+			r.armed = quiet
+			return releaseNone, quiet
+		}
+		r.follow = addMs(now, releaseFollowMs)
+		r.armed = r.follow
+		return releaseSettled, r.armed
+	}
+	if r.follow != 0 && now >= r.follow {
+		r.follow = 0
+		return releaseFollow, 0
+	}
+	if r.follow != 0 {
+		r.armed = r.follow
+		return releaseNone, r.armed
+	}
+	return releaseNone, 0
+}
+
+// released records a release at now.
+func (r *memoryRelease) released(now uint64) {
+	r.pending, r.lastRelease = 0, now
+}
+
+// maybeReleaseMemory applies the release rules after a collection.
+func (e *queueCore) maybeReleaseMemory(now uint64) {
+	kind, arm := e.collect.release.collected(now)
+	e.applyRelease(now, kind, arm)
+}
+
+// onReleaseTick applies the release rules when the release timer fires.
+func (e *queueCore) onReleaseTick(now uint64) {
+	kind, arm := e.collect.release.tick(now)
+	e.applyRelease(now, kind, arm)
+}
+
+// applyRelease releases memory and arms the release timer as told, when
+// the outbox can.
+func (e *queueCore) applyRelease(now uint64, kind releaseKind, arm uint64) {
+	r, ok := e.out.(memoryReleaser)
+	if !ok {
+		return
+	}
+	if kind != releaseNone {
+		r.releaseMemory(kind == releaseSettled)
+		e.collect.release.released(now)
+	}
+	if arm != 0 {
+		r.armRelease(arm)
+	}
+}
+
+// armRelease arms the queue actor's one release timer for at (Unix ms).
+func (a *queueActor) armRelease(at uint64) {
+	if a.releaseCancel != nil {
+		a.releaseCancel()
+	}
+	a.releaseCancel = a.timers.SendOnce(delayUntilNs(at*nsPerMs, a.clock.Now()), a.self, &releaseTick{})
+}
+
+// memtableFlusher is implemented by a store that can let go of its
+// memtable when idle (persistence.Store).
+type memtableFlusher interface {
+	FlushMemtableIfIdle(idle time.Duration) (bool, error)
+}
+
+// releaseMemory returns freed heap to the OS in a goroutine, with flush
+// after flushing an idle store's memtable: the flush waits for the store,
+// and FreeOSMemory runs a full collection.
+func (a *queueActor) releaseMemory(flush bool) {
+	store, log := a.store, a.log
+	go func() {
+		if f, ok := store.(memtableFlusher); ok && flush {
+			// the wave's last deletes were committed just after its last
+			// collection, releaseQuietMs ago: half of that tells an idle
+			// store from one still written to
+			if _, err := f.FlushMemtableIfIdle(releaseQuietMs / 2 * time.Millisecond); err != nil {
+				log.Warn("release memory: flush memtable", "err", err)
+			}
+		}
+		debug.FreeOSMemory()
+	}()
+}

@@ -1,0 +1,155 @@
+package actors
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// releasingOutbox records the memory releases and release timers a core
+// asks for.
+type releasingOutbox struct {
+	*recordingOutbox
+	releases []uint64 // the moments releaseMemory was called
+	flushes  []bool   // and whether with a flush
+	armed    uint64   // the release timer (0: none)
+	now      uint64
+}
+
+func (o *releasingOutbox) releaseMemory(flush bool) {
+	o.releases = append(o.releases, o.now)
+	o.flushes = append(o.flushes, flush)
+}
+func (o *releasingOutbox) armRelease(at uint64) { o.armed = at }
+
+// TestMemoryReleasedOnceTheWaveSettles collects a wave of tenants whose
+// idle answers come back over a second, after the collector's set is
+// empty, and checks that memory is released (with a memtable flush) once,
+// the quiet time after the last collection, not while the wave runs, when
+// the budgets just stopped are not garbage yet; then once more, without a
+// flush, releaseFollowMs later. A wave collected over more than
+// releaseGapMs gets a release every releaseEvery budgets on the way.
+func TestMemoryReleasedOnceTheWaveSettles(t *testing.T) {
+	const ttl = 10_000
+	e, rec := testEngine(EngineConfig{BudgetIdleTTL: ttl * time.Millisecond})
+	out := &releasingOutbox{recordingOutbox: rec}
+	e.out = out
+	def := timeBased(10, 1000, 0)
+
+	wave := func(n int, start, stepMs uint64) (last uint64) {
+		t.Helper()
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = enqueueID(t, e, start, tenantJob(fmt.Sprintf("t%d-%05d", start, i), def))
+		}
+		for _, id := range ids {
+			e.deleteJob(start, id, noReply)
+		}
+		e.flushIdle(start)
+		due := start + ttl
+		out.now = due
+		e.onCollectTick(due)
+		var gens []uint64
+		var keys []string
+		for _, m := range rec.toBudgets {
+			if q, ok := m.(*budgetIdleQuery); ok {
+				gens = append(gens, q.gen)
+			}
+		}
+		rec.toBudgets = nil
+		for key, be := range e.budgets {
+			if be.life.asked != 0 {
+				keys = append(keys, key)
+			}
+		}
+		if len(gens) != n || len(keys) != n {
+			t.Fatalf("%d idle queries for %d asked budgets, want %d", len(gens), len(keys), n)
+		}
+		// the answers come back one stepMs apart
+		now := due
+		for _, key := range keys {
+			now += stepMs
+			out.now = now
+			be := e.budgets[key]
+			e.onBudgetIdle(now, &budgetIdleAnswer{Key: key, At: start, gen: be.life.asked, epoch: e.epoch})
+		}
+		if len(e.budgets) != 0 {
+			t.Fatalf("%d budgets left after the wave", len(e.budgets))
+		}
+		return now
+	}
+
+	last := wave(300, 1000, 3) // 300 budgets over 0.9 s
+	if len(out.releases) != 0 {
+		t.Fatalf("released at %v while the wave ran", out.releases)
+	}
+	if out.armed == 0 {
+		t.Fatal("no release timer armed after 300 collections")
+	}
+	// the timer was armed early in the wave: it fires, the wave was not
+	// quiet then, it is armed again for the quiet moment
+	fire := func() {
+		at := out.armed
+		out.armed, out.now = 0, at
+		e.onReleaseTick(at)
+	}
+	for out.armed != 0 && len(out.releases) == 0 {
+		fire()
+	}
+	settled := last + releaseQuietMs
+	if len(out.releases) != 1 || out.releases[0] != settled || !out.flushes[0] {
+		t.Fatalf("released at %v (flush %v), want once at %d (the quiet time after the last collection) with a flush", out.releases, out.flushes, settled)
+	}
+	if out.armed != settled+releaseFollowMs {
+		t.Fatalf("release timer at %d after the settled release, want %d", out.armed, settled+releaseFollowMs)
+	}
+	fire()
+	if len(out.releases) != 2 || out.releases[1] != settled+releaseFollowMs || out.flushes[1] {
+		t.Fatalf("released at %v (flush %v), want the follow-up at %d without a flush", out.releases, out.flushes, settled+releaseFollowMs)
+	}
+	if out.armed != 0 {
+		t.Fatalf("release timer armed at %d with nothing collected since", out.armed)
+	}
+	e.onReleaseTick(settled + 3*releaseFollowMs)
+	if len(out.releases) != 2 || out.armed != 0 {
+		t.Fatalf("released again (%v) or armed (%d) with nothing collected since", out.releases, out.armed)
+	}
+
+	// a long wave: 3000 budgets over 30 s
+	out.releases, out.flushes = nil, nil
+	last = wave(3000, 100_000, 10)
+	if len(out.releases) < 2 {
+		t.Fatalf("released at %v during a 30 s wave, want one every %d budgets and %d ms", out.releases, releaseEvery, releaseGapMs)
+	}
+	for i := 1; i < len(out.releases); i++ {
+		if out.releases[i]-out.releases[i-1] < releaseGapMs {
+			t.Fatalf("releases at %v closer than %d ms", out.releases, releaseGapMs)
+		}
+	}
+	during := len(out.releases)
+	for i := range during {
+		if out.flushes[i] {
+			t.Fatalf("a release during the wave, at %d, asked for a flush", out.releases[i])
+		}
+	}
+	for out.armed != 0 {
+		fire()
+	}
+	if len(out.releases) != during+2 || out.releases[during] != last+releaseQuietMs || out.releases[during+1] != last+releaseQuietMs+releaseFollowMs {
+		t.Fatalf("releases %v, want the last two at %d and %d", out.releases, last+releaseQuietMs, last+releaseQuietMs+releaseFollowMs)
+	}
+}
+
+// TestFewCollectionsReleaseNothing checks that a handful of collections
+// does not run a full GC.
+func TestFewCollectionsReleaseNothing(t *testing.T) {
+	var r memoryRelease
+	for i := range uint64(releaseMin - 1) {
+		if kind, arm := r.collected(1000 + i); kind != releaseNone || arm != 0 {
+			t.Fatalf("collection %d: release %v, arm %d", i+1, kind, arm)
+		}
+	}
+	if kind, arm := r.tick(1 << 40); kind != releaseNone || arm != 0 {
+		t.Fatalf("tick: release %v, arm %d", kind, arm)
+	}
+}
