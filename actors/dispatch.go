@@ -15,8 +15,8 @@ func (e *queueCore) makeReady(en *entry) {
 	en.parkedOn = ""
 	en.stream = nil
 	en.resv = nil
-	e.ready.add(readyItemOf(en), en.job.Queue)
-	e.tracer.job(EventReady, en.job, 0)
+	e.ready.add(readyItemOf(en), en.queue())
+	e.traceEntry(EventReady, en, 0)
 }
 
 func (e *queueCore) globalFull() bool {
@@ -60,8 +60,8 @@ func (e *queueCore) pump(now uint64) {
 					continue
 				}
 				en := it.en
-				e.ready.remove(it, en.job.Queue)
-				if len(en.job.Budgets) == 0 {
+				e.ready.remove(it, en.queue())
+				if len(en.budgets()) == 0 {
 					e.dispatch(now, en, s)
 				} else {
 					e.startReservation(en, s)
@@ -87,17 +87,17 @@ func (e *queueCore) endBatch(now uint64) {
 
 // dispatch marks a job in flight on s; flush persists and delivers it.
 func (e *queueCore) dispatch(now uint64, en *entry, s *stream) {
-	if en.job.Batch != nil {
+	if en.full().Batch != nil {
 		e.sealOnDispatch(en)
 	}
 	en.state = stInFlight
 	en.stream = s
 	en.resv = nil
 	en.parkedOn = ""
-	en.job.Status = protocol.StatusInFlight
-	en.job.DequeuedAt = now
-	e.releaseUniqueOnDispatch(en.job)
-	s.inFlight[en.job.ID] = en
+	en.full().Status = protocol.StatusInFlight
+	en.full().DequeuedAt = now
+	e.releaseUniqueOnDispatch(en.full())
+	s.inFlight[en.full().ID] = en
 	e.inFlightTotal++
 	e.armTimeout(now, en)
 	if len(s.outbox) == 0 {
@@ -148,7 +148,7 @@ func (c *nameInterner) intern(s string) string {
 // startup whose payload came with it: beyond the cache, memory lets go of
 // it (and the store keeps it where later writes do not need it).
 func (e *queueCore) loadPayload(en *entry, batch *persistence.Batch) {
-	j := en.job
+	j := en.full()
 	if j.Payload == nil || e.keepPayload(j.Payload) {
 		return
 	}
@@ -184,7 +184,7 @@ func (e *queueCore) flush() {
 			if e.cfg.DurablePools {
 				pools = e.putPools(en, batch, pools)
 			}
-			jobs[i] = *en.job
+			jobs[i] = *en.full()
 		}
 		s.writerBusy = true
 		deliveries = append(deliveries, delivery{s, jobs})
@@ -222,8 +222,8 @@ func (e *queueCore) dispatchCommitted(now uint64, deliveries []delivery, err err
 			for i := range d.jobs {
 				if en := d.s.inFlight[d.jobs[i].ID]; en != nil {
 					e.leaveInFlight(en)
-					en.job.Status = protocol.StatusReady
-					e.reclaimUnique(en.job)
+					en.full().Status = protocol.StatusReady
+					e.reclaimUnique(en.full())
 					e.makeReady(en)
 				}
 			}

@@ -129,7 +129,7 @@ func TestFailureDecisions(t *testing.T) {
 	reply := func(m any) { last = m }
 	run := func(j *protocol.Job, req *protocol.FailureRequest) *protocol.JobView {
 		t.Helper()
-		en := &entry{job: j, state: stInFlight, stream: s}
+		en := &entry{jb: j, state: stInFlight, stream: s}
 		e.jobs[j.ID] = en
 		s.inFlight[j.ID] = en
 		e.inFlightTotal++
@@ -224,8 +224,8 @@ func TestUnparkNamesThePriorityParkedWith(t *testing.T) {
 	patch.Priority.Present, patch.Priority.Value = true, 9
 	e.patchJobs(0, &PatchJobs{IDs: []string{id}, Patch: patch, Single: true}, reply)
 	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Priority: req.Job.Priority, Granted: false, entry: req.entry, epoch: e.epoch})
-	if en := e.jobs[id]; en.state != stParked || en.job.Priority != 9 {
-		t.Fatalf("job %s priority %d, want parked with the patched priority 9", modelStateName(en.state), en.job.Priority)
+	if en := e.jobs[id]; en.state != stParked || en.look().Priority != 9 {
+		t.Fatalf("job %s priority %d, want parked with the patched priority 9", modelStateName(en.state), en.look().Priority)
 	}
 	out.toBudgets = nil
 	e.deleteJob(0, id, reply)

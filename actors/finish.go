@@ -29,10 +29,10 @@ func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 		e.observeAcked(now, en)
 		e.leaveInFlight(en)
 		retention := uint64(e.cfg.CompletedRetention / time.Millisecond)
-		if r := en.job.Retention; r != nil && r.CompletedMs != nil {
+		if r := en.full().Retention; r != nil && r.CompletedMs != nil {
 			retention = *r.CompletedMs
 		}
-		en.job.Status = protocol.StatusCompleted
+		en.full().Status = protocol.StatusCompleted
 		e.finish(now, en, retention, batch, true)
 	}
 	e.persistOrRestore(batch, reply, &AckJobsResponse{NotFound: notFound}, u)
@@ -42,7 +42,7 @@ func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 // finish ends an unfinished job as completed or dead: it is deleted at once
 // when retention is 0, else kept until now+retention.
 func (e *queueCore) finish(now uint64, en *entry, retention uint64, batch *persistence.Batch, completed bool) {
-	j := en.job
+	j := en.full()
 	delete(e.jobs, j.ID)
 	en.state = stGone
 	e.slots.release(en)
@@ -90,7 +90,7 @@ func (e *queueCore) fail(now uint64, m *FailJob, reply func(any)) {
 		reply(protocol.ErrNotInFlight)
 		return
 	}
-	j := en.job
+	j := en.full()
 	u := &undoLog{}
 	u.noteJob(en)
 	e.observeFailed(now, j)
@@ -176,7 +176,7 @@ func (e *queueCore) removeJob(now uint64, id string, batch *persistence.Batch, u
 	if en := e.jobs[id]; en != nil {
 		u.noteJob(en)
 		e.seal(en, batch, "deleted", u)
-		deleteRecord(en.job, en.ref, batch)
+		deleteRecord(en.full(), en.ref, batch)
 		e.forgetJob(now, en)
 		return true
 	}
@@ -230,7 +230,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	e.persistAll(cronBatches, func(err error) { cronErr = err })
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	for _, en := range e.jobs {
-		deleteRecord(en.job, en.ref, batch)
+		deleteRecord(en.full(), en.ref, batch)
 		en.state = stGone
 		e.slots.release(en)
 	}

@@ -52,7 +52,7 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 	}
 	mine := make(map[string]bool, len(stored))
 	for _, en := range stored {
-		mine[en.job.ID] = true
+		mine[en.full().ID] = true
 	}
 	for _, l := range u.links {
 		cur, ok := e.pending[l.key]
@@ -66,7 +66,7 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 	}
 	for i := len(u.payloads) - 1; i >= 0; i-- {
 		p := u.payloads[i]
-		j := p.en.job
+		j := p.en.full()
 		if e.jobs[j.ID] != p.en || p.payload == nil {
 			continue
 		}
@@ -84,7 +84,7 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 
 // notePayload remembers a pending job's payload before a fold changes it.
 func (u *foldUndo) notePayload(en *entry) {
-	u.payloads = append(u.payloads, priorPayload{en: en, payload: en.job.Payload, ref: en.ref})
+	u.payloads = append(u.payloads, priorPayload{en: en, payload: en.full().Payload, ref: en.ref})
 }
 
 // noteCounted remembers the queue of a fold or seal the request counted.
@@ -114,5 +114,8 @@ func (e *queueCore) restoreLinks(links []priorLink) {
 // canBePending reports whether en's job may be its key's pending job: a
 // ready job never dispatched and stored alone (SPEC §8.2.7).
 func canBePending(en *entry) bool {
-	return en.job.Status == protocol.StatusReady && en.job.DequeuedAt == 0
+	if en.jb == nil {
+		return en.status() == protocol.StatusReady // never dispatched
+	}
+	return en.jb.Status == protocol.StatusReady && en.jb.DequeuedAt == 0
 }

@@ -454,7 +454,7 @@ func (sc *modelScenario) state() string {
 				b.WriteString(" (not written yet)")
 			}
 		case en.state == stScheduled:
-			fmt.Fprintf(&b, "scheduled in %dms", en.job.ReadyAt-s.now)
+			fmt.Fprintf(&b, "scheduled in %dms", en.look().ReadyAt-s.now)
 		default:
 			b.WriteString(modelStateName(en.state))
 		}

@@ -30,6 +30,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -279,6 +280,7 @@ type simStats struct {
 	budgetFailures,
 	ops, messages, deliveries, dispatches, commits, grants, refusals, wakes, restarts, quiescentChecks, timerFires, wokenClaims, deleteReserving, deleteUnwritten int
 	maxLive                            int
+	compact                            int // entries seen compact at quiescent checks (queued_compact.go)
 	batches, overtaken, foreignRefunds int // batched messages delivered; deliveries ahead of an older message
 }
 
@@ -836,14 +838,14 @@ func (s *sim) afterEngine() {
 			if en == nil {
 				continue
 			}
-			ok := len(sent) == len(en.job.Budgets)
-			for _, b := range en.job.Budgets {
+			ok := len(sent) == len(en.look().Budgets)
+			for _, b := range en.look().Budgets {
 				if sent[b.Key] != 1 {
 					ok = false
 				}
 			}
 			if !ok {
-				s.fail("dispatch-commits", "job %s (bindings %v) dispatched with commits %v", ev.JobID, en.job.Budgets, sent)
+				s.fail("dispatch-commits", "job %s (bindings %v) dispatched with commits %v", ev.JobID, en.look().Budgets, sent)
 			}
 		default:
 			if d := s.sub.Dropped(); d > 0 {
@@ -1027,7 +1029,7 @@ func (s *sim) checkWhileInFlight() {
 	latest := make(map[string]uint64)
 	for _, st := range s.eng.streams {
 		for id, en := range st.inFlight {
-			for _, b := range en.job.Budgets {
+			for _, b := range en.look().Budgets {
 				sums[b.Key] += uint64(b.Cost)
 				if g := s.grants[modelGrantKey{id, b.Key}]; g > latest[b.Key] {
 					latest[b.Key] = g
@@ -1085,7 +1087,10 @@ func (s *sim) checkQuiescent() {
 	// payload cache: counted exactly and within its bound
 	held := 0
 	for _, en := range e.jobs {
-		held += len(en.job.Payload)
+		held += len(en.look().Payload)
+		if en.jb == nil {
+			s.stats.compact++
+		}
 	}
 	if held != e.payloadBytes || held > e.cfg.PayloadCacheBytes {
 		s.fail("payload-cache", "jobs hold %d payload bytes, engine counts %d, bound %d", held, e.payloadBytes, e.cfg.PayloadCacheBytes)
@@ -1129,19 +1134,19 @@ func (s *sim) checkQuiescent() {
 			return
 		}
 		counts[en.state]++
-		it := readyItem{priority: en.job.Priority, key: idKey(id)}
+		it := readyItem{priority: en.look().Priority, key: idKey(id)}
 		inReady := e.ready.all.Has(it)
 		if inReady != (en.state == stReady) {
 			s.fail("ready-index", "job %s is %s but in ready index = %v", id, modelStateName(en.state), inReady)
 			return
 		}
 		if inReady {
-			if q := e.ready.byQueue[en.job.Queue]; q == nil || !q.Has(it) {
+			if q := e.ready.byQueue[en.look().Queue]; q == nil || !q.Has(it) {
 				s.fail("ready-index", "job %s in the all-queues index but not in its queue's", id)
 				return
 			}
 			stored, _ := e.ready.all.Get(it)
-			inQueue, _ := e.ready.byQueue[en.job.Queue].Get(it)
+			inQueue, _ := e.ready.byQueue[en.look().Queue].Get(it)
 			if stored.en != en || inQueue.en != en {
 				s.fail("ready-index", "job %s is in the ready index with another entry", id)
 				return
@@ -1175,8 +1180,8 @@ func (s *sim) checkQuiescent() {
 				return
 			}
 		case stScheduled:
-			if s.sched[id] != en.job.ReadyAt || en.job.ReadyAt <= now {
-				s.fail("schedule", "job %s scheduled at %d (engine ready_at %d, now %d)", id, s.sched[id], en.job.ReadyAt, now)
+			if s.sched[id] != en.look().ReadyAt || en.look().ReadyAt <= now {
+				s.fail("schedule", "job %s scheduled at %d (engine ready_at %d, now %d)", id, s.sched[id], en.look().ReadyAt, now)
 				return
 			}
 		case stInFlight:
@@ -1187,7 +1192,7 @@ func (s *sim) checkQuiescent() {
 			}
 			inOutbox := false
 			for i := range st.outbox {
-				inOutbox = inOutbox || st.outbox[i].job.ID == id
+				inOutbox = inOutbox || st.outbox[i].look().ID == id
 			}
 			if mj.stream != st.id && !(mj.stream == 0 && inOutbox) {
 				s.fail("inflight-mismatch", "job %s in flight on stream %d in the engine, model says stream %d", id, st.id, mj.stream)
@@ -1232,7 +1237,7 @@ func (s *sim) checkQuiescent() {
 	readyClaims := make(map[string]uint64)
 	for _, en := range e.jobs {
 		if en.state == stReady {
-			for _, b := range en.job.Budgets {
+			for _, b := range en.look().Budgets {
 				readyClaims[b.Key] += uint64(b.Cost)
 			}
 		}
@@ -1240,7 +1245,7 @@ func (s *sim) checkQuiescent() {
 	inFlightCost := make(map[string]uint64)
 	for _, st := range e.streams {
 		for _, en := range st.inFlight {
-			for _, b := range en.job.Budgets {
+			for _, b := range en.look().Budgets {
 				inFlightCost[b.Key] += uint64(b.Cost)
 			}
 		}
@@ -1275,13 +1280,13 @@ func (s *sim) checkQuiescent() {
 				return false
 			}
 			var cost uint32
-			for _, b := range en.job.Budgets {
+			for _, b := range en.look().Budgets {
 				if b.Key == key {
 					cost = b.Cost
 				}
 			}
-			if r.Priority != en.job.Priority || r.Queue != en.job.Queue || r.Cost != cost {
-				bad = fmt.Sprintf("job %s parked as %+v, job has priority %d queue %s cost %d", r.ID, r, en.job.Priority, en.job.Queue, cost)
+			if r.Priority != en.look().Priority || r.Queue != en.look().Queue || r.Cost != cost {
+				bad = fmt.Sprintf("job %s parked as %+v, job has priority %d queue %s cost %d", r.ID, r, en.look().Priority, en.look().Queue, cost)
 				return false
 			}
 			return true
@@ -1385,7 +1390,7 @@ func (s *sim) checkQuiescent() {
 		for _, st := range e.order {
 			if st.room() > 0 {
 				if it, ok := e.ready.best(st.queues); ok {
-					s.fail("idle-stream", "stream %d has room %d but ready job %s of %s is not dispatched", st.id, st.room(), it.en.job.ID, it.en.job.Queue)
+					s.fail("idle-stream", "stream %d has room %d but ready job %s of %s is not dispatched", st.id, st.room(), it.en.look().ID, it.en.look().Queue)
 					return
 				}
 			}
@@ -2501,8 +2506,8 @@ func TestModelRandomized(t *testing.T) {
 			start := time.Now()
 			res := runModel(t, seed, nOps, nil)
 			st := res.stats
-			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %d batches, %d deliveries ahead of an older message, %d refunds to a recreated budget, %v simulated, %v",
-				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.deleteReserving, st.deleteUnwritten, st.batches, st.overtaken, st.foreignRefunds,
+			t.Logf("seed %d: %d ops, %d messages, %d dispatches, %d deliveries, %d grants, %d refusals, %d wakes, %d timer fires, %d restarts, %d quiescent checks (%d with a woken-claim wait), max %d live jobs, %d compact at checks, %d deletes while reserving, %d deletes of dispatched unwritten jobs, %d batches, %d deliveries ahead of an older message, %d refunds to a recreated budget, %v simulated, %v",
+				seed, st.ops, st.messages, st.dispatches, st.deliveries, st.grants, st.refusals, st.wakes, st.timerFires, st.restarts, st.quiescentChecks, st.wokenClaims, st.maxLive, st.compact, st.deleteReserving, st.deleteUnwritten, st.batches, st.overtaken, st.foreignRefunds,
 				time.Duration(res.now-simEpoch)*time.Millisecond, time.Since(start).Round(time.Millisecond))
 			x := res.ext
 			t.Logf("seed %d, SPEC §10: %d settlements (%d debts), %d holds (%d drains), %d refusals while held, %d budgets collected (TTL %d ms)",
@@ -2557,7 +2562,19 @@ func (s *sim) storeViolation() string {
 		if st == nil {
 			return fmt.Sprintf("unfinished job %s (%s) is not stored", id, modelStateName(en.state))
 		}
-		j := en.job
+		j := en.look()
+		if en.jb == nil {
+			// a compact job is the stored job exactly (but the payload,
+			// and a promotion to ready, which writes nothing)
+			want := *st
+			want.Payload, want.InGroup = nil, j.InGroup
+			if st.VisibleStatus(s.now) == j.VisibleStatus(s.now) {
+				want.Status = j.Status
+			}
+			if !reflect.DeepEqual(*j, want) {
+				return fmt.Sprintf("compact job %s reads as %+v, stored as %+v", id, *j, want)
+			}
+		}
 		inOutbox := false
 		if en.stream != nil {
 			for i := range en.stream.outbox {
@@ -2614,9 +2631,9 @@ func indexViolation(e *queueCore) string {
 	}
 	want := make(map[string]int)
 	for id, en := range e.jobs {
-		want[en.job.Queue]++
-		if t := e.byQueue[en.job.Queue]; t == nil || !t.Has(idKey(id)) || !e.byID.Has(idKey(id)) {
-			return fmt.Sprintf("job %s (queue %s) missing from the indexes", id, en.job.Queue)
+		want[en.look().Queue]++
+		if t := e.byQueue[en.look().Queue]; t == nil || !t.Has(idKey(id)) || !e.byID.Has(idKey(id)) {
+			return fmt.Sprintf("job %s (queue %s) missing from the indexes", id, en.look().Queue)
 		}
 	}
 	for id, t := range e.terminal {

@@ -287,8 +287,9 @@ func (e *queueCore) deleteJobs(now uint64, m *DeleteJobs, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	u := &undoLog{}
 	n := 0
+	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
 	for _, id := range m.IDs {
-		if en := e.jobs[id]; en != nil && m.Filter != nil && !m.Filter.MatchMeta(en.job, en.job.VisibleStatus(now)) {
+		if en := e.jobs[id]; en != nil && m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now)) {
 			continue
 		}
 		if e.removeJob(now, id, batch, u) {
@@ -305,6 +306,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 	u := &undoLog{}
 	n := 0
 	var view *protocol.JobView
+	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
 	for _, id := range m.IDs {
 		en := e.jobs[id]
 		if en == nil {
@@ -322,7 +324,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 			}
 			return
 		}
-		if m.Filter != nil && !m.Filter.MatchMeta(en.job, en.job.VisibleStatus(now)) {
+		if m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now)) {
 			continue
 		}
 		u.noteJob(en)
@@ -333,7 +335,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 		e.putRecord(en, batch)
 		n++
 		if m.Single {
-			view = en.job.View(now, false)
+			view = en.full().View(now, false)
 		}
 	}
 	if m.Single {
@@ -350,7 +352,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 // is unparked from its budget and reserves again); ready + future ready_at
 // becomes scheduled; scheduled + past (or null) ready_at becomes ready.
 func (e *queueCore) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
-	j := en.job
+	j := en.full()
 	defer e.syncSched(en)
 	if p.Queue.Present && !p.Queue.Null && p.Queue.Value != j.Queue {
 		e.moveQueue(j.ID, j.Queue, p.Queue.Value)
@@ -407,9 +409,10 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	f := m.Filter
 	res := &SelectResponse{}
 	purged := func(t terminalJob) bool { return t.purgeAt != 0 && t.purgeAt <= now }
+	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
 	match := func(id string) bool {
 		if en := e.jobs[id]; en != nil {
-			return f.MatchMeta(en.job, en.job.VisibleStatus(now))
+			return f.MatchMeta(en.peek(&scratch), en.visibleStatus(now))
 		}
 		if t, ok := e.terminal[id]; ok && t.meta != nil && !purged(t) {
 			return f.MatchMeta(t.meta, t.meta.Status)

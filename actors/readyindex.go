@@ -15,7 +15,7 @@ type readyItem struct {
 
 // readyItemOf is the item of en's job.
 func readyItemOf(en *entry) readyItem {
-	return readyItem{key: idKey(en.job.ID), en: en, priority: en.job.Priority}
+	return readyItem{key: idKey(en.id()), en: en, priority: en.priority()}
 }
 
 func readyLess(a, b readyItem) bool {

@@ -21,14 +21,14 @@ func (e *queueCore) storeNewJobs(entries []*entry, batch *persistence.Batch) {
 	jobs := make([]*protocol.Job, len(entries))
 	kept := make([]bool, len(entries))
 	for i, en := range entries {
-		jobs[i] = en.job
-		kept[i] = e.keepPayload(en.job.Payload)
+		jobs[i] = en.full()
+		kept[i] = e.keepPayload(en.full().Payload)
 	}
 	refs := batch.Enqueued(jobs, kept, e.cfg.GroupMinJobs)
 	for i, en := range entries {
 		en.ref = refs[i]
 		if !kept[i] {
-			en.job.Payload = nil
+			en.full().Payload = nil
 		}
 	}
 }
@@ -45,13 +45,13 @@ func (e *queueCore) keepPayload(p []byte) bool {
 
 // putRecord writes the job's current state.
 func (e *queueCore) putRecord(en *entry, batch *persistence.Batch) {
-	batch.Updated(en.job, &en.ref)
+	batch.Updated(en.full(), &en.ref)
 }
 
 // putDispatched writes that the job was dispatched.
 func (e *queueCore) putDispatched(en *entry, batch *persistence.Batch) {
 	writeUnlink(en, batch)
-	batch.Dispatched(en.job, &en.ref)
+	batch.Dispatched(en.full(), &en.ref)
 }
 
 // deleteRecord removes a job's stored state, its error records included.

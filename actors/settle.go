@@ -47,7 +47,7 @@ func (e *queueCore) inFlightJob(id string) (*protocol.Job, bool) {
 	if en == nil || en.state != stInFlight {
 		return nil, false
 	}
-	return en.job, true
+	return en.full(), true
 }
 
 // ackSettling acks m.IDs; the settle lists of the ids in flight are checked

@@ -166,7 +166,7 @@ func TestAnswersFromBeforeARestartAreDropped(t *testing.T) {
 		t.Fatalf("two engines share epoch %d", e1.epoch)
 	}
 	e2.loadBudget(protocol.Budget{Key: "b", Allocation: 1, Strategy: inFlightOne.Strategy})
-	j := *e1.jobs[id].job
+	j := *e1.jobs[id].look()
 	j.Status = protocol.StatusReady
 	e2.loadJob(0, &j, persistence.Ref{}, persistence.NewBatch(false))
 	e2.finishLoad()

@@ -30,23 +30,23 @@ func schedLess(a, b schedItem) bool {
 // stored status is scheduled and takes it out otherwise. It is idempotent:
 // call it after any change of a job's status or ready_at.
 func (e *queueCore) syncSched(en *entry) {
-	want := en.job.Status == protocol.StatusScheduled
-	if en.inSched && (!want || en.schedAt != en.job.ReadyAt) {
-		e.sched.Delete(schedItem{en.schedAt, en.job.ID})
-		en.inSched = false
+	want := en.status() == protocol.StatusScheduled
+	if en.flags.has(entryInSched) && (!want || en.schedAt != en.readyAt()) {
+		e.sched.Delete(schedItem{en.schedAt, en.id()})
+		en.flags &^= entryInSched
 	}
-	if want && !en.inSched {
-		en.schedAt = en.job.ReadyAt
-		en.inSched = true
-		e.sched.ReplaceOrInsert(schedItem{en.schedAt, en.job.ID})
+	if want && !en.flags.has(entryInSched) {
+		en.schedAt = en.readyAt()
+		en.flags |= entryInSched
+		e.sched.ReplaceOrInsert(schedItem{en.schedAt, en.id()})
 	}
 }
 
 // unsched takes a job leaving memory out of the scheduled set.
 func (e *queueCore) unsched(en *entry) {
-	if en.inSched {
-		e.sched.Delete(schedItem{en.schedAt, en.job.ID})
-		en.inSched = false
+	if en.flags.has(entryInSched) {
+		e.sched.Delete(schedItem{en.schedAt, en.id()})
+		en.flags &^= entryInSched
 	}
 }
 

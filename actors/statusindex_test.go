@@ -18,7 +18,7 @@ func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) 
 	t.Helper()
 	byType := map[string]int{}
 	for _, en := range e.jobs {
-		byType[en.job.Type]++
+		byType[en.look().Type]++
 	}
 	for _, tj := range e.terminal {
 		byType[tj.meta.Type]++
@@ -33,7 +33,7 @@ func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) 
 	}
 	byKey := map[string]int{}
 	for _, en := range e.jobs {
-		for _, b := range en.job.Budgets {
+		for _, b := range en.look().Budgets {
 			byKey[b.Key]++
 		}
 	}
@@ -53,7 +53,7 @@ func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) 
 	for _, now := range nows {
 		want := map[protocol.Status]uint64{}
 		for _, en := range e.jobs {
-			want[en.job.VisibleStatus(now)]++
+			want[en.look().VisibleStatus(now)]++
 		}
 		for _, tj := range e.terminal {
 			if tj.purgeAt == 0 || tj.purgeAt > now {

@@ -47,7 +47,7 @@ func duplicateOf(while string, st protocol.Status) bool {
 // payload, duplicate:true.
 func (e *queueCore) holderView(now uint64, id string) *protocol.JobView {
 	if en := e.jobs[id]; en != nil {
-		return en.job.EnqueueView(now, true, false)
+		return en.full().EnqueueView(now, true, false)
 	}
 	return e.terminal[id].job.EnqueueView(now, true, false)
 }
@@ -118,7 +118,7 @@ func (e *queueCore) dropSupersededHolders() {
 		}
 		var while string
 		if en := e.jobs[id]; en != nil {
-			while = en.job.UniqueWhile
+			while = en.full().UniqueWhile
 		} else if t, ok := e.terminal[id]; ok && t.job != nil {
 			while = t.job.UniqueWhile
 		}
