@@ -1135,22 +1135,14 @@ func (s *sim) checkQuiescent() {
 		}
 		counts[en.state]++
 		it := readyItem{priority: en.look().Priority, key: idKey(id)}
-		inReady := e.ready.all.Has(it)
+		stored, inReady := e.ready.get(it, en.queue())
 		if inReady != (en.state == stReady) {
 			s.fail("ready-index", "job %s is %s but in ready index = %v", id, modelStateName(en.state), inReady)
 			return
 		}
-		if inReady {
-			if q := e.ready.byQueue[en.look().Queue]; q == nil || !q.Has(it) {
-				s.fail("ready-index", "job %s in the all-queues index but not in its queue's", id)
-				return
-			}
-			stored, _ := e.ready.all.Get(it)
-			inQueue, _ := e.ready.byQueue[en.look().Queue].Get(it)
-			if stored.en != en || inQueue.en != en {
-				s.fail("ready-index", "job %s is in the ready index with another entry", id)
-				return
-			}
+		if inReady && stored.en != en {
+			s.fail("ready-index", "job %s is in the ready index with another entry", id)
+			return
 		}
 		if en.state != stParked && parkedIn[id] > 0 {
 			s.fail("ghost-parked", "job %s is %s in the engine but parked on %d budget core(s)", id, modelStateName(en.state), parkedIn[id])
@@ -1199,6 +1191,10 @@ func (s *sim) checkQuiescent() {
 				return
 			}
 		}
+	}
+	if msg := e.ready.violation(); msg != "" {
+		s.fail("ready-index", "%s", msg)
+		return
 	}
 	if e.ready.len() != counts[stReady] {
 		s.fail("ready-index", "ready index holds %d jobs, %d jobs are ready", e.ready.len(), counts[stReady])
