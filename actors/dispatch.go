@@ -128,20 +128,24 @@ func (e *queueCore) internNames(j *protocol.Job) {
 // mostly share their queue, type and budget keys, and comparing with a
 // recent name is cheaper than interning it again.
 type nameInterner struct {
-	recent [8]string
+	recent [8]unique.Handle[string]
 	next   int
 }
 
-func (c *nameInterner) intern(s string) string {
+func (c *nameInterner) intern(s string) string { return c.handle(s).Value() }
+
+// handle is s's handle: 8 bytes that stand for s (compact jobs keep their
+// type and queue so, queued_compact.go).
+func (c *nameInterner) handle(s string) unique.Handle[string] {
 	for _, r := range c.recent {
-		if r == s {
+		if r != (unique.Handle[string]{}) && r.Value() == s {
 			return r
 		}
 	}
-	v := unique.Make(s).Value()
-	c.recent[c.next] = v
+	h := unique.Make(s)
+	c.recent[c.next] = h
 	c.next = (c.next + 1) % len(c.recent)
-	return v
+	return h
 }
 
 // loadPayload applies the payload cache's rule to a job loaded at

@@ -1,13 +1,18 @@
 package actors
 
-import "github.com/tollgate/tollgate/protocol"
+import (
+	"unique"
+
+	"github.com/tollgate/tollgate/protocol"
+)
 
 // The compact form of a waiting job. Most unfinished jobs of a backlog are
 // plain: ready or scheduled, no budgets, no unique key, no batch, default
 // retry settings, never failed, their payload only in the store. Such a
 // job is rebuilt exactly from its ID, type, queue, priority, attempts,
 // status, ready_at and InGroup, so memory keeps those in a queuedJob
-// (64 bytes) instead of a protocol.Job (224 bytes). An entry holds one of
+// (48 bytes: type and queue as handles of their interned strings) instead
+// of a protocol.Job (224 bytes). An entry holds one of
 // the two: en.jb, or en.q while its job is compact.
 //
 // Code that needs the whole job calls en.full(), which turns a compact
@@ -20,8 +25,8 @@ import "github.com/tollgate/tollgate/protocol"
 // queuedJob is what memory keeps of a plain waiting job.
 type queuedJob struct {
 	id       string
-	typ      string // interned
-	queue    string // interned
+	typ      unique.Handle[string]
+	queue    unique.Handle[string]
 	readyAt  uint64
 	attempts uint32
 	priority uint16
@@ -56,8 +61,8 @@ func plainJob(j *protocol.Job) bool {
 }
 
 // compactOf is the compact form of a plain job.
-func compactOf(j *protocol.Job) *queuedJob {
-	q := &queuedJob{id: j.ID, typ: j.Type, queue: j.Queue, readyAt: j.ReadyAt,
+func compactOf(j *protocol.Job, names *nameInterner) *queuedJob {
+	q := &queuedJob{id: j.ID, typ: names.handle(j.Type), queue: names.handle(j.Queue), readyAt: j.ReadyAt,
 		attempts: j.Attempts, priority: j.Priority, inGroup: j.InGroup}
 	if j.Status == protocol.StatusScheduled {
 		q.status = queuedScheduled
@@ -67,7 +72,7 @@ func compactOf(j *protocol.Job) *queuedJob {
 
 // fill sets j to the job q is the compact form of.
 func (q *queuedJob) fill(j *protocol.Job) {
-	*j = protocol.Job{ID: q.id, Type: q.typ, Queue: q.queue, Priority: q.priority, InGroup: q.inGroup,
+	*j = protocol.Job{ID: q.id, Type: q.typ.Value(), Queue: q.queue.Value(), Priority: q.priority, InGroup: q.inGroup,
 		Attempts: q.attempts, Status: q.status.status(), ReadyAt: q.readyAt}
 }
 
@@ -77,7 +82,7 @@ func (e *queueCore) compact(en *entry) {
 	if en.jb == nil || (en.state != stReady && en.state != stScheduled) || !plainJob(en.jb) {
 		return
 	}
-	en.q = compactOf(en.jb)
+	en.q = compactOf(en.jb, &e.names)
 	en.jb = nil
 }
 
@@ -115,7 +120,7 @@ func (en *entry) queue() string {
 	if en.jb != nil {
 		return en.jb.Queue
 	}
-	return en.q.queue
+	return en.q.queue.Value()
 }
 
 // priority is the job's priority.
