@@ -111,7 +111,7 @@ func (e *queueCore) pendingState(keys []string) *foldStale {
 		if id == "" {
 			continue
 		}
-		if en := e.jobs[id]; en != nil {
+		if en := e.jobs.get(id); en != nil {
 			// a copy: the answer holds nothing of the actor's state
 			st.Pending[key] = pendingJob{ID: id, Batch: *en.full().Batch, Payload: bytes.Clone(en.full().Payload)}
 		}
@@ -136,7 +136,7 @@ func (e *queueCore) startBatch(j *protocol.Job, batch *persistence.Batch, u *fol
 	old := e.pending[key]
 	u.noteLink(key, old)
 	if old != "" {
-		if en := e.jobs[old]; en != nil {
+		if en := e.jobs.get(old); en != nil {
 			e.observeSealed(en.full(), "when_false")
 			u.noteCounted(en.full(), false)
 		}
@@ -175,7 +175,7 @@ func (e *queueCore) sealOnDispatch(en *entry) {
 // pending job's, folded:true. u notes what it changes, for a refusal.
 func (e *queueCore) applyFolds(now uint64, plan *foldPlan, ids []string, views []*protocol.JobView, batch *persistence.Batch, u *foldUndo) {
 	for id, payload := range plan.Payloads {
-		if en := e.jobs[id]; en != nil {
+		if en := e.jobs.get(id); en != nil {
 			u.notePayload(en)
 			e.applyFold(en, payload, batch)
 		}
@@ -188,7 +188,7 @@ func (e *queueCore) applyFolds(now uint64, plan *foldPlan, ids []string, views [
 		if a.IntoIndex >= 0 {
 			id = ids[a.IntoIndex]
 		}
-		j := e.jobs[id].full()
+		j := e.jobs.get(id).full()
 		views[i] = j.EnqueueView(now, false, true)
 		e.counters(j.Queue).folded++
 		u.noteCounted(j, true)
@@ -234,7 +234,7 @@ func (e *queueCore) observeSealed(j *protocol.Job, reason string) {
 // pending).
 func (e *queueCore) loadBatchLinks(links map[string]string, batch *persistence.Batch) {
 	for key, id := range links {
-		en := e.jobs[id]
+		en := e.jobs.get(id)
 		if en == nil || en.full().Batch == nil || en.full().Batch.Key != key || en.full().Status != protocol.StatusReady || en.full().DequeuedAt != 0 {
 			batch.DeleteBatchLink(key)
 			continue

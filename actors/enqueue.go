@@ -110,7 +110,7 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		} else {
 			job.Status = protocol.StatusReady
 		}
-		e.jobs[job.ID] = en
+		e.jobs.put(job.ID, en)
 		e.addStored(&job)
 		e.observeEnqueued(&job)
 		e.bind(&job)
@@ -131,7 +131,7 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		e.syncSched(en)
 	}
 	for i, k := range holderIndex {
-		views[i] = e.jobs[ids[k]].full().EnqueueView(now, true, false)
+		views[i] = e.jobs.get(ids[k]).full().EnqueueView(now, true, false)
 	}
 	if acts != nil {
 		e.applyFolds(now, m.Plan, ids, views, batch, undoFolds)

@@ -60,14 +60,14 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 			continue
 		}
 		delete(e.pending, l.key)
-		if prev := e.jobs[l.id]; prev != nil && canBePending(prev) {
+		if prev := e.jobs.get(l.id); prev != nil && canBePending(prev) {
 			e.pending[l.key] = l.id
 		}
 	}
 	for i := len(u.payloads) - 1; i >= 0; i-- {
 		p := u.payloads[i]
 		j := p.en.full()
-		if e.jobs[j.ID] != p.en || p.payload == nil {
+		if e.jobs.get(j.ID) != p.en || p.payload == nil {
 			continue
 		}
 		e.payloadBytes += len(p.payload) - len(j.Payload)
@@ -105,7 +105,7 @@ func (e *queueCore) restoreLinks(links []priorLink) {
 		if _, taken := e.pending[l.key]; taken {
 			continue
 		}
-		if en := e.jobs[l.id]; en != nil && canBePending(en) {
+		if en := e.jobs.get(l.id); en != nil && canBePending(en) {
 			e.pending[l.key] = l.id
 		}
 	}

@@ -40,7 +40,7 @@ func (e *queueCore) loadJob(now uint64, j *protocol.Job, ref persistence.Ref, ba
 	e.addStored(j)
 	en := &entry{jb: j, ref: ref}
 	e.loadPayload(en, batch)
-	e.jobs[j.ID] = en
+	e.jobs.put(j.ID, en)
 	e.bind(j)
 	if j.Status == protocol.StatusInFlight {
 		j.Status = protocol.StatusReady

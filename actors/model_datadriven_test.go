@@ -206,7 +206,7 @@ func (sc *modelScenario) run(td *datadriven.TestData) string {
 		op.Kind = opAckMissing
 		var list []*mJob
 		for _, mj := range s.order {
-			if en := s.eng.jobs[mj.id]; !mj.finished && mj.stream == 0 && en != nil && en.state != stInFlight {
+			if en := s.eng.jobs.get(mj.id); !mj.finished && mj.stream == 0 && en != nil && en.state != stInFlight {
 				list = append(list, mj)
 			}
 		}
@@ -441,7 +441,7 @@ func (sc *modelScenario) state() string {
 		if mj.finished {
 			continue
 		}
-		en := s.eng.jobs[id]
+		en := s.eng.jobs.get(id)
 		fmt.Fprintf(&b, "%s %s p%d: ", label, mj.queue, mj.prio)
 		switch {
 		case en == nil:

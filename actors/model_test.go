@@ -832,7 +832,7 @@ func (s *sim) afterEngine() {
 				continue
 			}
 			s.stats.dispatches++
-			en := s.eng.jobs[ev.JobID]
+			en := s.eng.jobs.get(ev.JobID)
 			sent := s.commitsSent[ev.JobID]
 			delete(s.commitsSent, ev.JobID)
 			if en == nil {
@@ -1069,7 +1069,7 @@ func (s *sim) checkQuiescent() {
 		if mj.finished {
 			continue
 		}
-		en := e.jobs[mj.id]
+		en := e.jobs.get(mj.id)
 		if en == nil {
 			s.fail("job-lost", "job #%d %s is unfinished in the model but unknown to the engine", mj.n, mj.id)
 			return
@@ -1122,12 +1122,12 @@ func (s *sim) checkQuiescent() {
 		})
 	}
 	ids := make([]string, 0, len(e.jobs))
-	for id := range e.jobs {
-		ids = append(ids, id)
+	for k := range e.jobs {
+		ids = append(ids, k.String())
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		en := e.jobs[id]
+		en := e.jobs.get(id)
 		mj := s.jobs[id]
 		if mj == nil || mj.finished {
 			s.fail("zombie", "engine holds job %s (%s) that the model has finished or never had", id, modelStateName(en.state))
@@ -1201,7 +1201,7 @@ func (s *sim) checkQuiescent() {
 		return
 	}
 	for id := range s.sched {
-		if en := e.jobs[id]; en == nil || en.state != stScheduled {
+		if en := e.jobs.get(id); en == nil || en.state != stScheduled {
 			s.fail("schedule", "scheduler holds job %s that is not scheduled in the engine", id)
 			return
 		}
@@ -1218,7 +1218,7 @@ func (s *sim) checkQuiescent() {
 			return
 		}
 		for id, en := range st.inFlight {
-			if en.state != stInFlight || en.stream != st || e.jobs[id] != en {
+			if en.state != stInFlight || en.stream != st || e.jobs.get(id) != en {
 				s.fail("inflight-place", "stream %d lists job %s that is %s", st.id, id, modelStateName(en.state))
 				return
 			}
@@ -1266,7 +1266,7 @@ func (s *sim) checkQuiescent() {
 			}
 			p := r
 			prev = &p
-			en := e.jobs[r.ID]
+			en := e.jobs.get(r.ID)
 			if en == nil || en.state != stParked || en.parkedOn != key || en.parkedPrio != r.Priority {
 				st := "unknown"
 				if en != nil {
@@ -1318,7 +1318,7 @@ func (s *sim) checkQuiescent() {
 						cost = b.Cost
 					}
 				}
-				en := e.jobs[id]
+				en := e.jobs.get(id)
 				switch {
 				case en == nil:
 					woke[1] += uint64(cost)
@@ -1534,7 +1534,7 @@ func (s *sim) exec(op simOp) {
 		s.doFail(op)
 	case opDelete:
 		if l := s.unfinished(); len(l) > 0 {
-			if en := s.eng.jobs[l[modelPick(op.Picks, 0, len(l))].id]; en != nil {
+			if en := s.eng.jobs.get(l[modelPick(op.Picks, 0, len(l))].id); en != nil {
 				switch {
 				case en.state == stReserving:
 					s.stats.deleteReserving++
@@ -1702,7 +1702,7 @@ func (s *sim) doAck(op simOp) {
 func (s *sim) doAckMissing(op simOp) {
 	var list []*mJob
 	for _, mj := range s.order {
-		if en := s.eng.jobs[mj.id]; !mj.finished && mj.stream == 0 && en != nil && en.state != stInFlight {
+		if en := s.eng.jobs.get(mj.id); !mj.finished && mj.stream == 0 && en != nil && en.state != stInFlight {
 			list = append(list, mj)
 		}
 	}
@@ -2014,12 +2014,13 @@ func (s *sim) doRestart() {
 	s.start()
 	// The store must hold exactly the unfinished jobs and the budgets.
 	for _, mj := range s.order {
-		if !mj.finished && s.eng.jobs[mj.id] == nil {
+		if !mj.finished && s.eng.jobs.get(mj.id) == nil {
 			s.fail("restart-lost", "job #%d %s is unfinished but was not recovered", mj.n, mj.id)
 			return
 		}
 	}
-	for id, en := range s.eng.jobs {
+	for k, en := range s.eng.jobs {
+		id := k.String()
 		if mj := s.jobs[id]; mj == nil || mj.finished {
 			n := -1
 			if mj != nil {
@@ -2201,7 +2202,7 @@ func (s *sim) genOp() simOp {
 		// (MODEL_AVOID=delete-mid avoids those instead, to look past them).
 		var mid, calm []int
 		for i, mj := range s.unfinished() {
-			if en := s.eng.jobs[mj.id]; en != nil && (en.state == stReserving || (en.state == stInFlight && mj.stream == 0)) {
+			if en := s.eng.jobs.get(mj.id); en != nil && (en.state == stReserving || (en.state == stInFlight && mj.stream == 0)) {
 				mid = append(mid, i)
 			} else {
 				calm = append(calm, i)
@@ -2363,7 +2364,7 @@ func (s *sim) liveness(prefetch int) {
 		if next == 0 {
 			var desc []string
 			for _, mj := range s.unfinished() {
-				en := s.eng.jobs[mj.id]
+				en := s.eng.jobs.get(mj.id)
 				st := "missing"
 				if en != nil {
 					st = modelStateName(en.state)
@@ -2535,7 +2536,7 @@ func (s *sim) storeViolation() string {
 	stored := make(map[string]*protocol.Job)
 	err = s.store.ScanJobs(func(j *protocol.Job, m persistence.Ref) error {
 		stored[j.ID] = j
-		if en := e.jobs[j.ID]; en != nil && (en.ref.Group() != m.Group() && m.Group() != nil) {
+		if en := e.jobs.get(j.ID); en != nil && (en.ref.Group() != m.Group() && m.Group() != nil) {
 			// the scan makes its own Group values: compare by name
 			if en.ref.Group() == nil || en.ref.Group().First() != m.Group().First() {
 				return fmt.Errorf("job %s scanned in group %s, memory has %v", j.ID, m.Group().First(), en.ref.Group())
@@ -2550,7 +2551,11 @@ func (s *sim) storeViolation() string {
 		return fmt.Sprintf("store holds %d jobs, memory %d unfinished and %d retained", len(stored), len(e.jobs), len(e.terminal))
 	}
 	live := make(map[*persistence.Group]int)
-	for id, en := range e.jobs {
+	for k, en := range e.jobs {
+		id := k.String()
+		if en.id() != id {
+			return fmt.Sprintf("job %s is in the job map under %s", en.id(), id)
+		}
 		if en.ref.Group() != nil {
 			live[en.ref.Group()]++
 		}
@@ -2626,7 +2631,8 @@ func indexViolation(e *queueCore) string {
 		return fmt.Sprintf("byID has %d ids, engine stores %d jobs", e.byID.Len(), n)
 	}
 	want := make(map[string]int)
-	for id, en := range e.jobs {
+	for k, en := range e.jobs {
+		id := k.String()
 		want[en.look().Queue]++
 		if t := e.byQueue[en.look().Queue]; t == nil || !t.Has(idKey(id)) || !e.byID.Has(idKey(id)) {
 			return fmt.Sprintf("job %s (queue %s) missing from the indexes", id, en.look().Queue)

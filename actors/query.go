@@ -289,7 +289,7 @@ func (e *queueCore) deleteJobs(now uint64, m *DeleteJobs, reply func(any)) {
 	n := 0
 	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
 	for _, id := range m.IDs {
-		if en := e.jobs[id]; en != nil && m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now)) {
+		if en := e.jobs.get(id); en != nil && m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now)) {
 			continue
 		}
 		if e.removeJob(now, id, batch, u) {
@@ -308,7 +308,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 	var view *protocol.JobView
 	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
 	for _, id := range m.IDs {
-		en := e.jobs[id]
+		en := e.jobs.get(id)
 		if en == nil {
 			if !m.Single {
 				continue
@@ -411,7 +411,7 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	purged := func(t terminalJob) bool { return t.purgeAt != 0 && t.purgeAt <= now }
 	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
 	match := func(id string) bool {
-		if en := e.jobs[id]; en != nil {
+		if en := e.jobs.get(id); en != nil {
 			return f.MatchMeta(en.peek(&scratch), en.visibleStatus(now))
 		}
 		if t, ok := e.terminal[id]; ok && t.meta != nil && !purged(t) {

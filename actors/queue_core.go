@@ -189,7 +189,7 @@ type queueCore struct {
 	log *slog.Logger
 	ids *protocol.IDGenerator
 
-	jobs map[string]*entry
+	jobs jobMap
 	// payloadBytes is the size of the payloads jobs hold in memory
 	// (bounded by cfg.PayloadCacheBytes).
 	payloadBytes int
@@ -274,7 +274,7 @@ func (e *queueCore) runDeferred(now uint64, id string) {
 	if !ok {
 		return
 	}
-	if en := e.jobs[id]; en != nil && en.state == stReserving {
+	if en := e.jobs.get(id); en != nil && en.state == stReserving {
 		return
 	}
 	delete(e.deferred, id)
@@ -293,7 +293,7 @@ func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *cons
 		out:         out,
 		log:         log,
 		ids:         protocol.NewIDGenerator(),
-		jobs:        make(map[string]*entry),
+		jobs:        make(jobMap),
 		ready:       newReadyIndex(),
 		terminal:    make(map[string]terminalJob),
 		purgeOrder:  btree.NewG(16, terminalLess),

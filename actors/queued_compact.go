@@ -11,8 +11,9 @@ import (
 // retry settings, never failed, their payload only in the store. Such a
 // job is rebuilt exactly from its ID, type, queue, priority, attempts,
 // status, ready_at and InGroup, so memory keeps those in a queuedJob
-// (48 bytes: type and queue as handles of their interned strings) instead
-// of a protocol.Job (224 bytes). An entry holds one of
+// (48 bytes: the ID as its 16-byte key, type and queue as handles of their
+// interned strings) instead of a protocol.Job (224 bytes, and 32 more for
+// the ID string, which the job map does not keep either: jobmap.go). An entry holds one of
 // the two: en.jb, or en.q while its job is compact.
 //
 // Code that needs the whole job calls en.full(), which turns a compact
@@ -24,7 +25,7 @@ import (
 
 // queuedJob is what memory keeps of a plain waiting job.
 type queuedJob struct {
-	id       string
+	key      protocol.IDKey
 	typ      unique.Handle[string]
 	queue    unique.Handle[string]
 	readyAt  uint64
@@ -62,7 +63,7 @@ func plainJob(j *protocol.Job) bool {
 
 // compactOf is the compact form of a plain job.
 func compactOf(j *protocol.Job, names *nameInterner) *queuedJob {
-	q := &queuedJob{id: j.ID, typ: names.handle(j.Type), queue: names.handle(j.Queue), readyAt: j.ReadyAt,
+	q := &queuedJob{key: idKey(j.ID), typ: names.handle(j.Type), queue: names.handle(j.Queue), readyAt: j.ReadyAt,
 		attempts: j.Attempts, priority: j.Priority, inGroup: j.InGroup}
 	if j.Status == protocol.StatusScheduled {
 		q.status = queuedScheduled
@@ -72,7 +73,7 @@ func compactOf(j *protocol.Job, names *nameInterner) *queuedJob {
 
 // fill sets j to the job q is the compact form of.
 func (q *queuedJob) fill(j *protocol.Job) {
-	*j = protocol.Job{ID: q.id, Type: q.typ.Value(), Queue: q.queue.Value(), Priority: q.priority, InGroup: q.inGroup,
+	*j = protocol.Job{ID: q.key.String(), Type: q.typ.Value(), Queue: q.queue.Value(), Priority: q.priority, InGroup: q.inGroup,
 		Attempts: q.attempts, Status: q.status.status(), ReadyAt: q.readyAt}
 }
 
@@ -107,12 +108,20 @@ func (en *entry) peek(scratch *protocol.Job) *protocol.Job {
 	return scratch
 }
 
-// id is the job's ID.
+// id is the job's ID (made anew from its key while the job is compact).
 func (en *entry) id() string {
 	if en.jb != nil {
 		return en.jb.ID
 	}
-	return en.q.id
+	return en.q.key.String()
+}
+
+// key is the key of the job's ID.
+func (en *entry) key() protocol.IDKey {
+	if en.jb != nil {
+		return idKey(en.jb.ID)
+	}
+	return en.q.key
 }
 
 // queue is the job's queue.

@@ -15,7 +15,7 @@ type readyItem struct {
 
 // readyItemOf is the item of en's job.
 func readyItemOf(en *entry) readyItem {
-	return readyItem{key: idKey(en.id()), en: en, priority: en.priority()}
+	return readyItem{key: en.key(), en: en, priority: en.priority()}
 }
 
 func readyLess(a, b readyItem) bool {

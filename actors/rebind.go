@@ -136,7 +136,7 @@ func rebindList(id string, old []protocol.Binding, m *RebindJob) (out []protocol
 }
 
 func (e *queueCore) rebindJob(now uint64, m *RebindJob, reply func(any)) {
-	en := e.jobs[m.ID]
+	en := e.jobs.get(m.ID)
 	if en == nil {
 		if t, ok := e.terminal[m.ID]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
 			st := protocol.StatusCompleted

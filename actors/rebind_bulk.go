@@ -74,7 +74,7 @@ func (e *queueCore) rebindJobs(now uint64, m *RebindJobs, reply func(any)) {
 	single := &RebindJob{Op: m.Op, Binding: m.Binding}
 	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
 	for _, id := range ids {
-		en := e.jobs[id]
+		en := e.jobs.get(id)
 		if en == nil || (m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now))) {
 			continue
 		}

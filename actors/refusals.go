@@ -77,7 +77,7 @@ func (e *queueCore) persistOrUndo(batch *persistence.Batch, reply func(any), res
 func (e *queueCore) undoEnqueue(now uint64, stored []*entry, created []string) {
 	var stray *persistence.Batch
 	for _, en := range stored {
-		if e.jobs[en.full().ID] != en {
+		if e.jobs.get(en.full().ID) != en {
 			continue
 		}
 		if en.state == stInFlight {
@@ -108,7 +108,7 @@ func (e *queueCore) forgetJob(now uint64, en *entry) {
 	id := en.full().ID
 	defer e.runDeferred(now, id)
 	e.detach(en)
-	delete(e.jobs, id)
+	e.jobs.drop(id)
 	en.state = stGone
 	e.slots.release(en)
 	e.unsched(en)
@@ -170,7 +170,7 @@ func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
 	batch.Revert()
 	for _, p := range u.jobs {
 		id := p.job.ID
-		if en := e.jobs[id]; en != nil {
+		if en := e.jobs.get(id); en != nil {
 			e.forgetJob(now, en) // what the request made of it (failed, patched)
 		}
 		if t, ok := e.terminal[id]; ok {
@@ -180,7 +180,7 @@ func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
 		*j = p.job
 		en := &entry{jb: j, ref: p.ref}
 		e.payloadBytes += len(j.Payload)
-		e.jobs[id] = en
+		e.jobs.put(id, en)
 		e.addStored(j)
 		e.bind(j)
 		e.claimUniqueIfFree(j)
@@ -195,7 +195,7 @@ func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
 	}
 	e.restoreLinks(u.links)
 	for _, t := range u.terminals {
-		if _, ok := e.terminal[t.id]; ok || e.jobs[t.id] != nil {
+		if _, ok := e.terminal[t.id]; ok || e.jobs.get(t.id) != nil {
 			continue
 		}
 		e.addStored(t.meta)

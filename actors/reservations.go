@@ -153,7 +153,7 @@ func (e *queueCore) onJobsWoken(now uint64, m *JobsWoken) {
 	}
 	stale := false
 	for _, id := range m.JobIDs {
-		en := e.jobs[id]
+		en := e.jobs.get(id)
 		if en != nil && en.state == stParked && en.parkedOn == m.Key {
 			e.makeReady(en)
 		} else {
@@ -170,7 +170,7 @@ func (e *queueCore) onJobsWoken(now uint64, m *JobsWoken) {
 
 func (e *queueCore) onJobsDue(now uint64, ids []string) {
 	for _, id := range ids {
-		en := e.jobs[id]
+		en := e.jobs.get(id)
 		// A job re-dated by PATCH after the scheduler sent this stays scheduled.
 		if en != nil && en.state == stScheduled && en.readyAt() <= now {
 			en.setReady()
@@ -208,7 +208,7 @@ func (e *queueCore) leaveInFlight(en *entry) {
 func (e *queueCore) detach(en *entry) {
 	switch en.state {
 	case stReady:
-		e.ready.remove(readyItem{key: idKey(en.id()), priority: en.priority()}, en.queue())
+		e.ready.remove(readyItem{key: en.key(), priority: en.priority()}, en.queue())
 		e.nudge(en.budgets())
 	case stReserving:
 		e.releaseHolds(en)

@@ -112,7 +112,7 @@ func TestStatusIndexMatchesFullScan(t *testing.T) {
 	// Dispatch the ready ones by hand, as TestFailureDecisions does.
 	var inflight []string
 	for _, v := range views {
-		en := e.jobs[v.ID]
+		en := e.jobs.get(v.ID)
 		if en.state == stReady {
 			e.detach(en)
 			e.dispatch(now, en, s)
@@ -148,7 +148,7 @@ func TestStatusIndexMatchesFullScan(t *testing.T) {
 	checkStatusCounts(t, e, "patch ready_at null", nows...)
 
 	for _, v := range views {
-		if en := e.jobs[v.ID]; en != nil {
+		if en := e.jobs.get(v.ID); en != nil {
 			e.applyBindings(en, []protocol.Binding{{Key: "k2", Cost: 1}, {Key: "k3", Cost: 2}})
 			break
 		}

@@ -109,7 +109,7 @@ func (e *queueCore) expireTimeouts(now uint64) {
 		}
 		armed := t.byID[it.id]
 		e.disarmTimeout(it.id)
-		en := e.jobs[it.id]
+		en := e.jobs.get(it.id)
 		if en == nil || en.state != stInFlight {
 			continue // (leaving flight disarms; defensive)
 		}

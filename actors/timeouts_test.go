@@ -33,10 +33,10 @@ func newTimeoutRig(t *testing.T, cfg EngineConfig) *timeoutRig {
 
 // dispatch puts the job in flight on the rig's stream at now.
 func (r *timeoutRig) dispatch(now uint64, j *protocol.Job) *entry {
-	en := r.e.jobs[j.ID]
+	en := r.e.jobs.get(j.ID)
 	if en == nil {
 		en = &entry{jb: j}
-		r.e.jobs[j.ID] = en
+		r.e.jobs.put(j.ID, en)
 	}
 	r.e.dispatch(now, en, r.s)
 	return en
