@@ -203,7 +203,7 @@ func (e *queueCore) applyFold(en *entry, payload []byte, batch *persistence.Batc
 	j := en.full()
 	kept := false
 	if j.Payload != nil {
-		e.payloadBytes -= len(j.Payload)
+		e.payloadBytes -= payloadCost(j.Payload)
 		kept = e.keepPayload(payload)
 	}
 	batch.PayloadChanged(j, payload, kept, &en.ref)

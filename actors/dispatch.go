@@ -163,7 +163,7 @@ func (e *queueCore) loadPayload(en *entry, batch *persistence.Batch) {
 // dropPayload forgets the payload memory holds of a job that finished or
 // was deleted, once its last record write was added to a batch.
 func (e *queueCore) dropPayload(j *protocol.Job) {
-	e.payloadBytes -= len(j.Payload)
+	e.payloadBytes -= payloadCost(j.Payload)
 	j.Payload = nil
 }
 

@@ -70,7 +70,7 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 		if e.jobs.get(j.ID) != p.en || p.payload == nil {
 			continue
 		}
-		e.payloadBytes += len(p.payload) - len(j.Payload)
+		e.payloadBytes += payloadCost(p.payload) - payloadCost(j.Payload)
 		j.Payload = p.payload
 		p.en.ref = p.ref
 	}

@@ -371,7 +371,7 @@ func newSim(tb testing.TB, seed uint64, dir string) *sim {
 	}
 	if seed%2 == 0 {
 		// room for a few payloads only: the rest are read from the store
-		s.cfg.PayloadCacheBytes = 4 * len(modelPayload("q0", 1))
+		s.cfg.PayloadCacheBytes = 4 * payloadCost(modelPayload("q0", 1))
 	}
 	if (seed/2)%2 == 0 {
 		// every bulk is stored as a group (records.go); the other seeds
@@ -1087,13 +1087,13 @@ func (s *sim) checkQuiescent() {
 	// payload cache: counted exactly and within its bound
 	held := 0
 	for _, en := range e.jobs {
-		held += len(en.look().Payload)
+		held += payloadCost(en.look().Payload)
 		if en.jb == nil {
 			s.stats.compact++
 		}
 	}
 	if held != e.payloadBytes || held > e.cfg.PayloadCacheBytes {
-		s.fail("payload-cache", "jobs hold %d payload bytes, engine counts %d, bound %d", held, e.payloadBytes, e.cfg.PayloadCacheBytes)
+		s.fail("payload-cache", "jobs' payloads cost %d bytes, engine counts %d, bound %d", held, e.payloadBytes, e.cfg.PayloadCacheBytes)
 		return
 	}
 

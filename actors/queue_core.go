@@ -35,10 +35,12 @@ type EngineConfig struct {
 	ReaperInterval time.Duration
 	// Random returns a uniform float in [0, 1) for backoff jitter.
 	Random func() float64
-	// PayloadCacheBytes bounds the payload bytes memory keeps of unfinished
-	// jobs (default 16 MiB). A job enqueued while there is room keeps its
-	// payload in memory until it finishes; beyond it, only the store has
-	// it, read when the job is written to its stream (Engine.LoadPayloads).
+	// PayloadCacheBytes bounds the memory that keeping payloads of
+	// unfinished jobs costs (default 16 MiB): each kept payload counts its
+	// bytes and the ~200 bytes its job then costs more (cachedJobBytes).
+	// A job enqueued while there is room keeps its payload in memory until
+	// it finishes; beyond it, only the store has it, read when the job is
+	// written to its stream (Engine.LoadPayloads).
 	PayloadCacheBytes int
 	// DefaultJobTimeout fails a job in flight longer than this when it
 	// sets no timeout_ms of its own (0: none; SPEC §10.5).
@@ -190,8 +192,8 @@ type queueCore struct {
 	ids *protocol.IDGenerator
 
 	jobs jobMap
-	// payloadBytes is the size of the payloads jobs hold in memory
-	// (bounded by cfg.PayloadCacheBytes).
+	// payloadBytes is what the payloads jobs hold in memory cost
+	// (payloadCost; bounded by cfg.PayloadCacheBytes).
 	payloadBytes int
 	ready        *readyIndex
 	terminal     map[string]terminalJob

@@ -153,3 +153,32 @@ func TestEntrySizes(t *testing.T) {
 		t.Errorf("queuedJob is %d bytes, want at most 48", n)
 	}
 }
+
+// TestPayloadCacheCountsTheWholeJob enqueues 100 jobs with 1-byte payloads
+// into a cache with room for 10 kept payloads: a kept payload costs its
+// job's whole form (cachedJobBytes), so 10 jobs keep theirs and stay
+// whole, and the other 90 wait compact. Counting the payload bytes alone,
+// all 100 would stay whole.
+func TestPayloadCacheCountsTheWholeJob(t *testing.T) {
+	one := []byte("1")
+	e, _ := testEngine(EngineConfig{PayloadCacheBytes: 10 * payloadCost(one)})
+	jobs := make([]*protocol.NewJob, 100)
+	for i := range jobs {
+		jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q", Payload: one}}
+	}
+	e.enqueue(1000, &EnqueueJobs{Jobs: jobs, Bulk: true}, noReply)
+	whole, compact := 0, 0
+	for _, en := range e.jobs {
+		if en.jb != nil {
+			whole++
+			if en.jb.Payload == nil {
+				t.Errorf("job %s is whole without its payload", en.jb.ID)
+			}
+		} else {
+			compact++
+		}
+	}
+	if whole != 10 || compact != 90 || e.payloadBytes != 10*payloadCost(one) {
+		t.Fatalf("%d whole jobs, %d compact, cache counts %d bytes; want 10, 90, %d", whole, compact, e.payloadBytes, 10*payloadCost(one))
+	}
+}

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"unsafe"
+
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
 )
@@ -36,11 +38,31 @@ func (e *queueCore) storeNewJobs(entries []*entry, batch *persistence.Batch) {
 // keepPayload reports whether memory keeps a payload (and counts it if
 // so): while the payload cache has room.
 func (e *queueCore) keepPayload(p []byte) bool {
-	if e.payloadBytes+len(p) > e.cfg.PayloadCacheBytes {
+	if e.payloadBytes+payloadCost(p) > e.cfg.PayloadCacheBytes {
 		return false
 	}
-	e.payloadBytes += len(p)
+	e.payloadBytes += payloadCost(p)
 	return true
+}
+
+// cachedJobBytes is what a job costs more in memory while it keeps its
+// payload: it stays whole (a protocol.Job and its ID string) where it
+// would otherwise be compact (queued_compact.go).
+const cachedJobBytes = int(unsafe.Sizeof(protocol.Job{})) + idStringBytes - int(unsafe.Sizeof(queuedJob{}))
+
+// idStringBytes is the allocation of an ID string (25 bytes: a 32-byte
+// class).
+const idStringBytes = 32
+
+// payloadCost is what keeping payload p costs the payload cache: its bytes
+// and cachedJobBytes, so that the cache's bound holds for small payloads
+// too (16 MiB of 10-byte payloads would otherwise keep 1.6 million whole
+// jobs, 400 MiB).
+func payloadCost(p []byte) int {
+	if p == nil {
+		return 0
+	}
+	return len(p) + cachedJobBytes
 }
 
 // putRecord writes the job's current state.

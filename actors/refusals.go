@@ -179,7 +179,7 @@ func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
 		j := new(protocol.Job)
 		*j = p.job
 		en := &entry{jb: j, ref: p.ref}
-		e.payloadBytes += len(j.Payload)
+		e.payloadBytes += payloadCost(j.Payload)
 		e.jobs.put(id, en)
 		e.addStored(j)
 		e.bind(j)
