@@ -148,7 +148,7 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 				r.InFlight += uint64(c)
 			}
 		case stParked:
-			if en.parkedOn == key {
+			if en.parkedKey() == key {
 				c, _ := bindingCost(en.full().Budgets, key)
 				r.Parked = append(r.Parked, JobRef{ID: en.full().ID, Queue: en.full().Queue, Cost: c, Priority: en.parkedPrio})
 			}

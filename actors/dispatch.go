@@ -12,7 +12,7 @@ import (
 
 func (e *queueCore) makeReady(en *entry) {
 	en.state = stReady
-	en.parkedOn = ""
+	en.parkedOn = noBudget
 	en.stream = nil
 	en.resv = nil
 	e.ready.add(readyItemOf(en), en.queue())
@@ -93,7 +93,7 @@ func (e *queueCore) dispatch(now uint64, en *entry, s *stream) {
 	en.state = stInFlight
 	en.stream = s
 	en.resv = nil
-	en.parkedOn = ""
+	en.parkedOn = noBudget
 	en.full().Status = protocol.StatusInFlight
 	en.full().DequeuedAt = now
 	e.releaseUniqueOnDispatch(en.full())

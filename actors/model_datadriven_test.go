@@ -447,7 +447,7 @@ func (sc *modelScenario) state() string {
 		case en == nil:
 			b.WriteString("unknown to the engine")
 		case en.state == stParked:
-			fmt.Fprintf(&b, "parked on %s", en.parkedOn)
+			fmt.Fprintf(&b, "parked on %s", en.parkedKey())
 		case en.state == stInFlight:
 			fmt.Fprintf(&b, "in flight on s%d", en.stream.id)
 			if mj.stream == 0 {

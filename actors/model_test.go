@@ -1162,13 +1162,13 @@ func (s *sim) checkQuiescent() {
 			s.fail("stuck-reserving", "job %s is reserving with no message pending", id)
 			return
 		case stParked:
-			sb := s.budgets[en.parkedOn]
+			sb := s.budgets[en.parkedKey()]
 			if sb == nil {
-				s.fail("parked-missing-budget", "job %s parked on missing budget %q", id, en.parkedOn)
+				s.fail("parked-missing-budget", "job %s parked on missing budget %q", id, en.parkedKey())
 				return
 			}
 			if _, ok := sb.core.parkedRef(id, en.parkedPrio); !ok || parkedIn[id] != 1 {
-				s.fail("park-place", "job %s is parked on %s in the engine; core has it: %v; parked on %d cores", id, en.parkedOn, ok, parkedIn[id])
+				s.fail("park-place", "job %s is parked on %s in the engine; core has it: %v; parked on %d cores", id, en.parkedKey(), ok, parkedIn[id])
 				return
 			}
 		case stScheduled:
@@ -1194,6 +1194,23 @@ func (s *sim) checkQuiescent() {
 	}
 	if msg := e.ready.violation(); msg != "" {
 		s.fail("ready-index", "%s", msg)
+		return
+	}
+	// the scheduled set holds every job stored as scheduled, at its
+	// current ready_at, and nothing else (statusindex.go)
+	inSched := 0
+	for _, en := range e.jobs {
+		want := en.status() == protocol.StatusScheduled
+		if want {
+			inSched++
+		}
+		if en.flags.has(entryInSched) != want || (want && !e.sched.Has(schedItem{en.readyAt(), en.id()})) {
+			s.fail("sched-index", "job %s (%s, ready_at %d) in the scheduled set: flag %v", en.id(), en.status(), en.readyAt(), en.flags.has(entryInSched))
+			return
+		}
+	}
+	if e.sched.Len() != inSched {
+		s.fail("sched-index", "the scheduled set holds %d jobs, %d are stored as scheduled", e.sched.Len(), inSched)
 		return
 	}
 	if e.ready.len() != counts[stReady] {
@@ -1267,10 +1284,10 @@ func (s *sim) checkQuiescent() {
 			p := r
 			prev = &p
 			en := e.jobs.get(r.ID)
-			if en == nil || en.state != stParked || en.parkedOn != key || en.parkedPrio != r.Priority {
+			if en == nil || en.state != stParked || en.parkedKey() != key || en.parkedPrio != r.Priority {
 				st := "unknown"
 				if en != nil {
-					st = modelStateName(en.state) + " on " + en.parkedOn
+					st = modelStateName(en.state) + " on " + en.parkedKey()
 				}
 				bad = fmt.Sprintf("job %s parked here is %s in the engine", r.ID, st)
 				return false
@@ -1323,9 +1340,9 @@ func (s *sim) checkQuiescent() {
 				case en == nil:
 					woke[1] += uint64(cost)
 					wokeDesc = append(wokeDesc, fmt.Sprintf("#%d deleted", mj.n))
-				case en.state == stParked && en.parkedOn != key:
+				case en.state == stParked && en.parkedKey() != key:
 					woke[0] += uint64(cost)
-					wokeDesc = append(wokeDesc, fmt.Sprintf("#%d parked on %s", mj.n, en.parkedOn))
+					wokeDesc = append(wokeDesc, fmt.Sprintf("#%d parked on %s", mj.n, en.parkedKey()))
 				case en.state == stReady:
 					woke[2] += uint64(cost)
 					wokeDesc = append(wokeDesc, fmt.Sprintf("#%d ready", mj.n))
@@ -2369,8 +2386,8 @@ func (s *sim) liveness(prefetch int) {
 				if en != nil {
 					st = modelStateName(en.state)
 					if en.state == stParked {
-						c := s.budgets[en.parkedOn].core
-						st += fmt.Sprintf(" on %s %s (free %.3f, in flight %d)", en.parkedOn, modelDefString(c.def), c.tokens(s.now*nsPerMs), c.inFlight)
+						c := s.budgets[en.parkedKey()].core
+						st += fmt.Sprintf(" on %s %s (free %.3f, in flight %d)", en.parkedKey(), modelDefString(c.def), c.tokens(s.now*nsPerMs), c.inFlight)
 					}
 				}
 				desc = append(desc, fmt.Sprintf("#%d %s %v: %s", mj.n, mj.queue, mj.bindings, st))

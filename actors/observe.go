@@ -412,7 +412,7 @@ func (a *queueActor) onJobWaiting(ctx actor.Context, m *JobWaitingRequest) {
 		ctx.Respond(&JobWaitingResponse{})
 		return
 	}
-	l := a.budgets[en.parkedOn]
+	l := a.budgets[en.parkedKey()]
 	if l == nil {
 		ctx.Respond(&JobWaitingResponse{})
 		return

@@ -353,6 +353,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 // becomes scheduled; scheduled + past (or null) ready_at becomes ready.
 func (e *queueCore) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 	j := en.full()
+	e.unsched(en) // its ready_at may change (statusindex.go)
 	defer e.syncSched(en)
 	if p.Queue.Present && !p.Queue.Null && p.Queue.Value != j.Queue {
 		e.moveQueue(j.ID, j.Queue, p.Queue.Value)
@@ -366,7 +367,7 @@ func (e *queueCore) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 			if j.ReadyAt > now {
 				j.Status = protocol.StatusScheduled
 				en.state = stScheduled
-				en.parkedOn = ""
+				en.parkedOn = noBudget
 				en.stream = nil
 				en.resv = nil
 				e.out.schedule(j.ID, j.ReadyAt)

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/google/btree"
 
@@ -95,15 +96,16 @@ type entry struct {
 	// use en.full(), en.peek or the accessors there.
 	jb       *protocol.Job
 	q        *queuedJob
-	parkedOn string
+	// parkedOn is the key of the budget the job is parked on (zero: none;
+	// en.parkedKey), a handle so that the entry stays 64 bytes.
+	parkedOn unique.Handle[string]
 	stream   *stream
 	resv     *reservation
-	schedAt  uint64 // its ready_at in e.sched (statusindex.go)
 	// ref is where the store keeps the job (records.go)
 	ref   persistence.Ref
 	state jobState
 	// flags are entryInSched and entryUnlink (bits, so that the entry
-	// stays 80 bytes, an allocation class less than 88).
+	// stays 64 bytes, a whole allocation class).
 	flags entryFlags
 	// parkedPrio is the priority the job parked with on parkedOn (its
 	// place in that budget's list).

@@ -190,3 +190,17 @@ func (e *queueCore) traceEntry(kind EventKind, en *entry, stream uint64) {
 	var scratch protocol.Job
 	e.tracer.job(kind, en.peek(&scratch), stream)
 }
+
+// noBudget is the zero parkedOn: parked on no budget.
+var noBudget unique.Handle[string]
+
+// parkedKey is the key of the budget the job is parked on ("": none).
+func (en *entry) parkedKey() string {
+	if en.parkedOn == noBudget {
+		return ""
+	}
+	return en.parkedOn.Value()
+}
+
+// parkOn notes that the job is parked on budget key.
+func (en *entry) parkOn(key string) { en.parkedOn = unique.Make(key) }

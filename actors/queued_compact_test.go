@@ -143,11 +143,11 @@ func TestModelCompactsWaitingJobs(t *testing.T) {
 }
 
 // TestEntrySizes pins the sizes the memory of a queued job depends on: an
-// entry of 80 bytes and a compact job of 48 are whole allocation classes;
+// entry of 64 bytes and a compact job of 48 are whole allocation classes;
 // a byte more costs 16 per queued job.
 func TestEntrySizes(t *testing.T) {
-	if n := unsafe.Sizeof(entry{}); n > 80 {
-		t.Errorf("entry is %d bytes, want at most 80", n)
+	if n := unsafe.Sizeof(entry{}); n > 64 {
+		t.Errorf("entry is %d bytes, want at most 64", n)
 	}
 	if n := unsafe.Sizeof(queuedJob{}); n > 48 {
 		t.Errorf("queuedJob is %d bytes, want at most 48", n)

@@ -107,7 +107,7 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 		e.nudge(en.resv.bindings[en.resv.idx+1:])
 		e.endReservation(en)
 		en.state = stParked
-		en.parkedOn = m.Key
+		en.parkOn(m.Key)
 		en.parkedPrio = m.Priority // a patch may change the job's meanwhile
 		en.stream = nil
 		en.resv = nil
@@ -154,7 +154,7 @@ func (e *queueCore) onJobsWoken(now uint64, m *JobsWoken) {
 	stale := false
 	for _, id := range m.JobIDs {
 		en := e.jobs.get(id)
-		if en != nil && en.state == stParked && en.parkedOn == m.Key {
+		if en != nil && en.state == stParked && en.parkedKey() == m.Key {
 			e.makeReady(en)
 		} else {
 			stale = true
@@ -215,7 +215,7 @@ func (e *queueCore) detach(en *entry) {
 		e.nudge(en.resv.bindings[en.resv.idx+1:])
 		e.endReservation(en)
 	case stParked:
-		e.out.toBudget(en.parkedOn, &UnparkJob{JobID: en.full().ID, Priority: en.parkedPrio})
+		e.out.toBudget(en.parkedKey(), &UnparkJob{JobID: en.full().ID, Priority: en.parkedPrio})
 	case stScheduled:
 		e.out.unschedule(en.id())
 	case stInFlight:
