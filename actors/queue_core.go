@@ -94,8 +94,8 @@ const (
 type entry struct {
 	// jb is the job, or nil while it is compact (en.q; queued_compact.go):
 	// use en.full(), en.peek or the accessors there.
-	jb       *protocol.Job
-	q        *queuedJob
+	jb *protocol.Job
+	q  *queuedJob
 	// parkedOn is the key of the budget the job is parked on (zero: none;
 	// en.parkedKey), a handle so that the entry stays 64 bytes.
 	parkedOn unique.Handle[string]
