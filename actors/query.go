@@ -411,9 +411,11 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	res := &SelectResponse{}
 	purged := func(t terminalJob) bool { return t.purgeAt != 0 && t.purgeAt <= now }
 	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
-	match := func(id string) bool {
-		if en := e.jobs.get(id); en != nil {
-			return f.MatchMeta(en.peek(&scratch), en.visibleStatus(now))
+	// match takes the ID and its key (when the ID is one): the walk of an
+	// index has both, and neither is made twice per job
+	match := func(id string, k protocol.IDKey, isKey bool) bool {
+		if en := e.jobs[k]; isKey && en != nil {
+			return f.MatchMeta(en.peekID(&scratch, id), en.visibleStatus(now))
 		}
 		if t, ok := e.terminal[id]; ok && t.meta != nil && !purged(t) {
 			return f.MatchMeta(t.meta, t.meta.Status)
@@ -469,7 +471,7 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		return res
 	}
 	examined := 0
-	visit := func(id string) bool {
+	visit := func(id string, k protocol.IDKey, isKey bool) bool {
 		if m.From != "" && ((!m.Desc && id <= m.From) || (m.Desc && id >= m.From)) {
 			return true
 		}
@@ -478,7 +480,7 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		}
 		examined++
 		res.Next = id
-		if !match(id) {
+		if !match(id, k, isKey) {
 			return true
 		}
 		if m.Count {
@@ -497,7 +499,8 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 			if m.Desc {
 				id = f.IDs[n-1-i]
 			}
-			if !visit(id) {
+			k, isKey := protocol.ParseIDKey(id)
+			if !visit(id, k, isKey) {
 				return res
 			}
 		}
@@ -526,7 +529,7 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	}
 	stopped := false
 	it := func(k protocol.IDKey) bool {
-		if !visit(k.String()) {
+		if !visit(k.String(), k, true) {
 			stopped = true
 			return false
 		}

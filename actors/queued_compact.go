@@ -72,8 +72,11 @@ func compactOf(j *protocol.Job, names *nameInterner) *queuedJob {
 }
 
 // fill sets j to the job q is the compact form of.
-func (q *queuedJob) fill(j *protocol.Job) {
-	*j = protocol.Job{ID: q.key.String(), Type: q.typ.Value(), Queue: q.queue.Value(), Priority: q.priority, InGroup: q.inGroup,
+func (q *queuedJob) fill(j *protocol.Job) { q.fillID(j, q.key.String()) }
+
+// fillID is fill with the job's ID already at hand.
+func (q *queuedJob) fillID(j *protocol.Job, id string) {
+	*j = protocol.Job{ID: id, Type: q.typ.Value(), Queue: q.queue.Value(), Priority: q.priority, InGroup: q.inGroup,
 		Attempts: q.attempts, Status: q.status.status(), ReadyAt: q.readyAt}
 }
 
@@ -105,6 +108,15 @@ func (en *entry) peek(scratch *protocol.Job) *protocol.Job {
 		return en.jb
 	}
 	en.q.fill(scratch)
+	return scratch
+}
+
+// peekID is peek with the job's ID already at hand (id must be it).
+func (en *entry) peekID(scratch *protocol.Job, id string) *protocol.Job {
+	if en.jb != nil {
+		return en.jb
+	}
+	en.q.fillID(scratch, id)
 	return scratch
 }
 
