@@ -43,6 +43,11 @@ type EngineConfig struct {
 	// it finishes; beyond it, only the store has it, read when the job is
 	// written to its stream (Engine.LoadPayloads).
 	PayloadCacheBytes int
+	// CompactFrom is the count of unfinished jobs from which a waiting job
+	// is kept in its compact form (default 4096; queued_compact.go): below
+	// it, jobs are mostly dispatched soon after they come, and rebuilding
+	// them would cost more than the little memory it saves.
+	CompactFrom int
 	// DefaultJobTimeout fails a job in flight longer than this when it
 	// sets no timeout_ms of its own (0: none; SPEC §10.5).
 	DefaultJobTimeout time.Duration

@@ -161,7 +161,7 @@ func TestEntrySizes(t *testing.T) {
 // all 100 would stay whole.
 func TestPayloadCacheCountsTheWholeJob(t *testing.T) {
 	one := []byte("1")
-	e, _ := testEngine(EngineConfig{PayloadCacheBytes: 10 * payloadCost(one)})
+	e, _ := testEngine(EngineConfig{PayloadCacheBytes: 10 * payloadCost(one), CompactFrom: 1})
 	jobs := make([]*protocol.NewJob, 100)
 	for i := range jobs {
 		jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q", Payload: one}}
@@ -180,5 +180,35 @@ func TestPayloadCacheCountsTheWholeJob(t *testing.T) {
 	}
 	if whole != 10 || compact != 90 || e.payloadBytes != 10*payloadCost(one) {
 		t.Fatalf("%d whole jobs, %d compact, cache counts %d bytes; want 10, 90, %d", whole, compact, e.payloadBytes, 10*payloadCost(one))
+	}
+}
+
+// TestShortQueuesStayWhole checks EngineConfig.CompactFrom: below it, the
+// jobs of an enqueue stay whole; from it on, they compact.
+func TestShortQueuesStayWhole(t *testing.T) {
+	e, _ := testEngine(EngineConfig{CompactFrom: 150})
+	enqueue := func(n int) {
+		jobs := make([]*protocol.NewJob, n)
+		for i := range jobs {
+			jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q"}}
+		}
+		e.enqueue(1000, &EnqueueJobs{Jobs: jobs, Bulk: true}, noReply)
+	}
+	compact := func() int {
+		n := 0
+		for _, en := range e.jobs {
+			if en.jb == nil {
+				n++
+			}
+		}
+		return n
+	}
+	enqueue(100)
+	if n := compact(); n != 0 {
+		t.Fatalf("%d of 100 jobs compact below CompactFrom", n)
+	}
+	enqueue(100)
+	if n := compact(); n != 100 {
+		t.Fatalf("%d of 200 jobs compact, want the 100 enqueued from CompactFrom on", n)
 	}
 }
