@@ -59,7 +59,7 @@ func (e *queueCore) pump(now uint64) {
 				if !ok {
 					continue
 				}
-				en := it.en
+				en := e.jobs[it.key]
 				e.ready.remove(it, en.queue())
 				if len(en.budgets()) == 0 {
 					e.dispatch(now, en, s)

@@ -2,20 +2,18 @@ package actors
 
 import "github.com/tollgate/tollgate/protocol"
 
-// readyItem orders ready jobs by (priority, id). en is the job's entry,
-// which dispatch takes without looking it up (an item is in the index only
-// while its job is ready; lookups by value leave en unset). The ID is its
-// fixed-size key and the queue is not kept: an item is 32 bytes, two per
-// ready job.
+// readyItem orders ready jobs by (priority, id). The ID is its fixed-size
+// key, and neither the queue nor the entry is kept (dispatch finds the
+// entry in the job map by the key): an item is 24 bytes, one per ready
+// job, with no pointer for the collector to scan.
 type readyItem struct {
 	key      protocol.IDKey
-	en       *entry
 	priority uint16
 }
 
 // readyItemOf is the item of en's job.
 func readyItemOf(en *entry) readyItem {
-	return readyItem{key: en.key(), en: en, priority: en.priority()}
+	return readyItem{key: en.key(), priority: en.priority()}
 }
 
 func readyLess(a, b readyItem) bool {
@@ -117,15 +115,6 @@ func (r *readyIndex) best(queues map[string]bool) (readyItem, bool) {
 		}
 	}
 	return best, found
-}
-
-// get returns the item equal to it in queue's set, if there is one.
-func (r *readyIndex) get(it readyItem, queue string) (readyItem, bool) {
-	q := r.byQueue[queue]
-	if q == nil {
-		return readyItem{}, false
-	}
-	return q.Get(it)
 }
 
 func (r *readyIndex) len() int { return r.n }

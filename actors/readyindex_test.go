@@ -9,6 +9,15 @@ import (
 	"github.com/tollgate/tollgate/protocol"
 )
 
+// get returns the item equal to it in queue's set, if there is one.
+func (r *readyIndex) get(it readyItem, queue string) (readyItem, bool) {
+	q := r.byQueue[queue]
+	if q == nil {
+		return readyItem{}, false
+	}
+	return q.Get(it)
+}
+
 // violation checks the ready index's own bookkeeping: heads holds exactly
 // the first item of every queue's set, and n counts every item.
 func (r *readyIndex) violation() string {
@@ -45,10 +54,6 @@ func TestReadyIndexOrdersAcrossQueues(t *testing.T) {
 	}
 	var live []ref
 	queues := []string{"a", "b", "c", "d"}
-	entries := make([]*entry, 4000)
-	for i := range entries {
-		entries[i] = &entry{}
-	}
 	firstOf := func(only map[string]bool) (readyItem, bool) {
 		var best []readyItem
 		for _, l := range live {
@@ -64,8 +69,8 @@ func TestReadyIndexOrdersAcrossQueues(t *testing.T) {
 	}
 	for step := range 20000 {
 		if len(live) == 0 || rng.IntN(5) < 3 {
-			i := rng.IntN(len(entries))
-			it := readyItem{key: protocol.IDKey{Hi: uint64(i / 7), Lo: uint64(i)}, en: entries[i], priority: uint16(rng.IntN(3))}
+			i := rng.IntN(4000)
+			it := readyItem{key: protocol.IDKey{Hi: uint64(i / 7), Lo: uint64(i)}, priority: uint16(rng.IntN(3))}
 			dup := false
 			for _, l := range live {
 				dup = dup || l.it.key == it.key
