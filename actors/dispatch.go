@@ -87,17 +87,18 @@ func (e *queueCore) endBatch(now uint64) {
 
 // dispatch marks a job in flight on s; flush persists and delivers it.
 func (e *queueCore) dispatch(now uint64, en *entry, s *stream) {
-	if en.full().Batch != nil {
+	j := en.full() // whole from now on (queued_compact.go)
+	if j.Batch != nil {
 		e.sealOnDispatch(en)
 	}
 	en.state = stInFlight
 	en.stream = s
 	en.resv = nil
 	en.parkedOn = noBudget
-	en.full().Status = protocol.StatusInFlight
-	en.full().DequeuedAt = now
-	e.releaseUniqueOnDispatch(en.full())
-	s.inFlight[en.full().ID] = en
+	j.Status = protocol.StatusInFlight
+	j.DequeuedAt = now
+	e.releaseUniqueOnDispatch(j)
+	s.inFlight[j.ID] = en
 	e.inFlightTotal++
 	e.armTimeout(now, en)
 	if len(s.outbox) == 0 {

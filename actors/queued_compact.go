@@ -13,8 +13,8 @@ import (
 // status, ready_at and InGroup, so memory keeps those in a queuedJob
 // (48 bytes: the ID as its 16-byte key, type and queue as handles of their
 // interned strings) instead of a protocol.Job (224 bytes, and 32 more for
-// the ID string, which the job map does not keep either: jobmap.go). An entry holds one of
-// the two: en.jb, or en.q while its job is compact.
+// the ID string, which the job map does not keep either: jobmap.go). An
+// entry holds one of the two: en.jb, or en.q while its job is compact.
 //
 // Code that needs the whole job calls en.full(), which turns a compact
 // entry back into a full one for good; code that only reads a few fields
@@ -205,6 +205,10 @@ func (e *queueCore) traceEntry(kind EventKind, en *entry, stream uint64) {
 	var scratch protocol.Job
 	e.tracer.job(kind, en.peek(&scratch), stream)
 }
+
+// An entry keeps the key of the budget its job is parked on as a handle of
+// the interned key (8 bytes instead of a string's 16), one of the savings
+// that keep the entry at 64 bytes.
 
 // noBudget is the zero parkedOn: parked on no budget.
 var noBudget unique.Handle[string]
