@@ -111,9 +111,9 @@ func (e *queueCore) pendingState(keys []string) *foldStale {
 		if id == "" {
 			continue
 		}
-		if en := e.jobs[id]; en != nil {
+		if en := e.jobs.get(id); en != nil {
 			// a copy: the answer holds nothing of the actor's state
-			st.Pending[key] = pendingJob{ID: id, Batch: *en.job.Batch, Payload: bytes.Clone(en.job.Payload)}
+			st.Pending[key] = pendingJob{ID: id, Batch: *en.full().Batch, Payload: bytes.Clone(en.full().Payload)}
 		}
 	}
 	return st
@@ -121,8 +121,11 @@ func (e *queueCore) pendingState(keys []string) *foldStale {
 
 // isPending reports whether en's job is its batch key's pending job.
 func (e *queueCore) isPending(en *entry) bool {
-	b := en.job.Batch
-	return b != nil && e.pending[b.Key] == en.job.ID
+	if en.jb == nil {
+		return false // a compact job has no batch
+	}
+	b := en.jb.Batch
+	return b != nil && e.pending[b.Key] == en.jb.ID
 }
 
 // startBatch makes a job just created its key's pending job; a previous
@@ -133,9 +136,9 @@ func (e *queueCore) startBatch(j *protocol.Job, batch *persistence.Batch, u *fol
 	old := e.pending[key]
 	u.noteLink(key, old)
 	if old != "" {
-		if en := e.jobs[old]; en != nil {
-			e.observeSealed(en.job, "when_false")
-			u.noteCounted(en.job, false)
+		if en := e.jobs.get(old); en != nil {
+			e.observeSealed(en.full(), "when_false")
+			u.noteCounted(en.full(), false)
 		}
 	}
 	e.pending[key] = j.ID
@@ -149,10 +152,10 @@ func (e *queueCore) seal(en *entry, batch *persistence.Batch, reason string, u *
 	if !e.isPending(en) {
 		return
 	}
-	u.links = append(u.links, priorLink{key: en.job.Batch.Key, id: en.job.ID})
-	delete(e.pending, en.job.Batch.Key)
-	batch.DeleteBatchLink(en.job.Batch.Key)
-	e.observeSealed(en.job, reason)
+	u.links = append(u.links, priorLink{key: en.full().Batch.Key, id: en.full().ID})
+	delete(e.pending, en.full().Batch.Key)
+	batch.DeleteBatchLink(en.full().Batch.Key)
+	e.observeSealed(en.full(), reason)
 }
 
 // sealOnDispatch ends the batch of a job being dispatched; its link is
@@ -161,9 +164,9 @@ func (e *queueCore) sealOnDispatch(en *entry) {
 	if !e.isPending(en) {
 		return
 	}
-	delete(e.pending, en.job.Batch.Key)
-	en.unlink = true
-	e.observeSealed(en.job, "dispatched")
+	delete(e.pending, en.full().Batch.Key)
+	en.flags |= entryUnlink
+	e.observeSealed(en.full(), "dispatched")
 }
 
 // applyFolds applies a checked plan's folds after the request's new jobs
@@ -172,7 +175,7 @@ func (e *queueCore) sealOnDispatch(en *entry) {
 // pending job's, folded:true. u notes what it changes, for a refusal.
 func (e *queueCore) applyFolds(now uint64, plan *foldPlan, ids []string, views []*protocol.JobView, batch *persistence.Batch, u *foldUndo) {
 	for id, payload := range plan.Payloads {
-		if en := e.jobs[id]; en != nil {
+		if en := e.jobs.get(id); en != nil {
 			u.notePayload(en)
 			e.applyFold(en, payload, batch)
 		}
@@ -185,7 +188,7 @@ func (e *queueCore) applyFolds(now uint64, plan *foldPlan, ids []string, views [
 		if a.IntoIndex >= 0 {
 			id = ids[a.IntoIndex]
 		}
-		j := e.jobs[id].job
+		j := e.jobs.get(id).full()
 		views[i] = j.EnqueueView(now, false, true)
 		e.counters(j.Queue).folded++
 		u.noteCounted(j, true)
@@ -197,10 +200,10 @@ func (e *queueCore) applyFolds(now uint64, plan *foldPlan, ids []string, views [
 // it in batch. Memory keeps the new payload only if it kept the old one
 // and the payload cache has room for the new.
 func (e *queueCore) applyFold(en *entry, payload []byte, batch *persistence.Batch) {
-	j := en.job
+	j := en.full()
 	kept := false
 	if j.Payload != nil {
-		e.payloadBytes -= len(j.Payload)
+		e.payloadBytes -= payloadCost(j.Payload)
 		kept = e.keepPayload(payload)
 	}
 	batch.PayloadChanged(j, payload, kept, &en.ref)
@@ -212,9 +215,9 @@ func (e *queueCore) applyFold(en *entry, payload []byte, batch *persistence.Batc
 
 // writeUnlink removes, in batch, the link of a job sealed by its dispatch.
 func writeUnlink(en *entry, batch *persistence.Batch) {
-	if en.unlink {
-		batch.DeleteBatchLink(en.job.Batch.Key)
-		en.unlink = false
+	if en.flags.has(entryUnlink) {
+		batch.DeleteBatchLink(en.full().Batch.Key)
+		en.flags &^= entryUnlink
 	}
 }
 
@@ -231,8 +234,8 @@ func (e *queueCore) observeSealed(j *protocol.Job, reason string) {
 // pending).
 func (e *queueCore) loadBatchLinks(links map[string]string, batch *persistence.Batch) {
 	for key, id := range links {
-		en := e.jobs[id]
-		if en == nil || en.job.Batch == nil || en.job.Batch.Key != key || en.job.Status != protocol.StatusReady || en.job.DequeuedAt != 0 {
+		en := e.jobs.get(id)
+		if en == nil || en.full().Batch == nil || en.full().Batch.Key != key || en.full().Status != protocol.StatusReady || en.full().DequeuedAt != 0 {
 			batch.DeleteBatchLink(key)
 			continue
 		}

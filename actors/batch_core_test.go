@@ -53,13 +53,13 @@ func TestFoldPlanAppliedOnlyWhilePending(t *testing.T) {
 	if v := res.Jobs[0]; v.ID != p || !*v.Folded {
 		t.Fatalf("fold answered %+v", v)
 	}
-	if got := string(e.jobs[p].job.Payload); got != "[1,2]" {
+	if got := string(e.jobs.get(p).look().Payload); got != "[1,2]" {
 		t.Fatalf("payload %s", got)
 	}
 	// dispatch seals: the same kind of plan is now stale
 	e.openStream(4, &OpenStream{Prefetch: 1, Deliver: func([]protocol.Job) {}}, func(any) {})
-	if e.jobs[p].state != stInFlight {
-		t.Fatalf("job not dispatched: state %v", e.jobs[p].state)
+	if e.jobs.get(p).state != stInFlight {
+		t.Fatalf("job not dispatched: state %v", e.jobs.get(p).state)
 	}
 	if _, still := e.pending["k"]; still {
 		t.Fatal("a dispatched job is still pending")
@@ -68,7 +68,7 @@ func TestFoldPlanAppliedOnlyWhilePending(t *testing.T) {
 	if !ok || len(st.Pending) != 0 {
 		t.Fatalf("plan against a dispatched job answered %#v", st)
 	}
-	if got := string(e.jobs[p].job.Payload); got != "[1,2]" {
+	if got := string(e.jobs.get(p).look().Payload); got != "[1,2]" {
 		t.Fatalf("a stale plan changed the payload in flight: %s", got)
 	}
 }

@@ -187,7 +187,7 @@ func (e *queueCore) notePool(key string, n poolNote) *poolMark {
 // job being marked dispatched in it, once per batch: put collects the marks
 // put so far and is handed back; donePools ends the batch.
 func (e *queueCore) putPools(en *entry, batch *persistence.Batch, put []*poolMark) []*poolMark {
-	for _, b := range en.job.Budgets {
+	for _, b := range en.full().Budgets {
 		be := e.budgets[b.Key]
 		if be == nil || be.pool == nil || be.pool.inBatch || be.pool.seq == 0 {
 			continue

@@ -144,21 +144,22 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 	for _, en := range e.jobs {
 		switch en.state {
 		case stInFlight:
-			if c, ok := bindingCost(en.job.Budgets, key); ok {
+			if c, ok := bindingCost(en.full().Budgets, key); ok {
 				r.InFlight += uint64(c)
 			}
 		case stParked:
-			if en.parkedOn == key {
-				c, _ := bindingCost(en.job.Budgets, key)
-				r.Parked = append(r.Parked, JobRef{ID: en.job.ID, Queue: en.job.Queue, Cost: c, Priority: en.parkedPrio, Sole: len(en.job.Budgets) == 1})
+			if en.parkedKey() == key {
+				j := en.full()
+				c, _ := bindingCost(j.Budgets, key)
+				r.Parked = append(r.Parked, JobRef{ID: j.ID, Queue: j.Queue, Cost: c, Priority: en.parkedPrio, Sole: len(j.Budgets) == 1})
 			}
 		case stReserving:
 			for i, b := range en.resv.bindings {
 				switch {
 				case b.Key != key:
 				case i < en.resv.idx:
-					r.Holds = append(r.Holds, JobHold{JobID: en.job.ID, Cost: b.Cost})
-					delete(held, en.job.ID)
+					r.Holds = append(r.Holds, JobHold{JobID: en.full().ID, Cost: b.Cost})
+					delete(held, en.full().ID)
 				case i == en.resv.idx:
 					ask = append(ask, en)
 				}
@@ -177,7 +178,7 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 	}
 	// ask again in dispatch order, as the pump asked first
 	slices.SortFunc(ask, func(a, b *entry) int {
-		if refLess(JobRef{ID: a.job.ID, Priority: a.job.Priority}, JobRef{ID: b.job.ID, Priority: b.job.Priority}) {
+		if refLess(JobRef{ID: a.full().ID, Priority: a.full().Priority}, JobRef{ID: b.full().ID, Priority: b.full().Priority}) {
 			return -1
 		}
 		return 1

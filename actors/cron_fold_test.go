@@ -72,7 +72,7 @@ func TestCronFiringFolds(t *testing.T) {
 	require.Len(t, h.e.jobs, 1, "the firings folded into one job")
 	var j *protocol.Job
 	for _, en := range h.e.jobs {
-		j = en.job
+		j = en.full()
 	}
 	require.JSONEq(t, `{"items":[1,1,1]}`, string(j.Payload))
 	require.Equal(t, j.ID, h.e.pending["k"])

@@ -75,8 +75,8 @@ func TestCronDowntimeFiresOnce(t *testing.T) {
 	require.Equal(t, ms(late.Truncate(time.Second).Add(time.Second)), en.NextEnqueueAt, "continues from now")
 	require.Equal(t, 1, h.tick(late), "nothing more for the missed slots")
 	for _, en := range h.e.jobs {
-		require.Equal(t, ms(late), en.job.ReadyAt, "ready_at is the firing time")
-		require.Equal(t, protocol.StatusReady, en.job.Status)
+		require.Equal(t, ms(late), en.look().ReadyAt, "ready_at is the firing time")
+		require.Equal(t, protocol.StatusReady, en.look().Status)
 	}
 	require.EqualValues(t, 1, h.e.cron.stats.Fired.Load())
 	require.EqualValues(t, late.Sub(t0.Truncate(time.Second).Add(time.Second)).Milliseconds(), h.e.cron.stats.LatenessMax.Load())

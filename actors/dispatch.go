@@ -12,11 +12,11 @@ import (
 
 func (e *queueCore) makeReady(en *entry) {
 	en.state = stReady
-	en.parkedOn = ""
+	en.parkedOn = noBudget
 	en.stream = nil
 	en.resv = nil
-	e.ready.add(readyItemOf(en), en.job.Queue)
-	e.tracer.job(EventReady, en.job, 0)
+	e.ready.add(readyItemOf(en), en.queue())
+	e.traceEntry(EventReady, en, 0)
 }
 
 func (e *queueCore) globalFull() bool {
@@ -59,9 +59,9 @@ func (e *queueCore) pump(now uint64) {
 				if !ok {
 					continue
 				}
-				en := it.en
-				e.ready.remove(it, en.job.Queue)
-				if len(en.job.Budgets) == 0 {
+				en := e.jobs[it.key]
+				e.ready.remove(it, en.queue())
+				if len(en.budgets()) == 0 {
 					e.dispatch(now, en, s)
 				} else if !e.dispatchPrepaid(now, en, s) {
 					e.startReservation(en, s)
@@ -90,17 +90,18 @@ func (e *queueCore) endBatch(now uint64) {
 
 // dispatch marks a job in flight on s; flush persists and delivers it.
 func (e *queueCore) dispatch(now uint64, en *entry, s *stream) {
-	if en.job.Batch != nil {
+	j := en.full() // whole from now on (queued_compact.go)
+	if j.Batch != nil {
 		e.sealOnDispatch(en)
 	}
 	en.state = stInFlight
 	en.stream = s
 	en.resv = nil
-	en.parkedOn = ""
-	en.job.Status = protocol.StatusInFlight
-	en.job.DequeuedAt = now
-	e.releaseUniqueOnDispatch(en.job)
-	s.inFlight[en.job.ID] = en
+	en.parkedOn = noBudget
+	j.Status = protocol.StatusInFlight
+	j.DequeuedAt = now
+	e.releaseUniqueOnDispatch(j)
+	s.inFlight[j.ID] = en
 	e.inFlightTotal++
 	e.armTimeout(now, en)
 	if len(s.outbox) == 0 {
@@ -131,27 +132,31 @@ func (e *queueCore) internNames(j *protocol.Job) {
 // mostly share their queue, type and budget keys, and comparing with a
 // recent name is cheaper than interning it again.
 type nameInterner struct {
-	recent [8]string
+	recent [8]unique.Handle[string]
 	next   int
 }
 
-func (c *nameInterner) intern(s string) string {
+func (c *nameInterner) intern(s string) string { return c.handle(s).Value() }
+
+// handle is s's handle: 8 bytes that stand for s (compact jobs keep their
+// type and queue so, queued_compact.go).
+func (c *nameInterner) handle(s string) unique.Handle[string] {
 	for _, r := range c.recent {
-		if r == s {
+		if r != (unique.Handle[string]{}) && r.Value() == s {
 			return r
 		}
 	}
-	v := unique.Make(s).Value()
-	c.recent[c.next] = v
+	h := unique.Make(s)
+	c.recent[c.next] = h
 	c.next = (c.next + 1) % len(c.recent)
-	return v
+	return h
 }
 
 // loadPayload applies the payload cache's rule to a job loaded at
 // startup whose payload came with it: beyond the cache, memory lets go of
 // it (and the store keeps it where later writes do not need it).
 func (e *queueCore) loadPayload(en *entry, batch *persistence.Batch) {
-	j := en.job
+	j := en.full()
 	if j.Payload == nil || e.keepPayload(j.Payload) {
 		return
 	}
@@ -162,7 +167,7 @@ func (e *queueCore) loadPayload(en *entry, batch *persistence.Batch) {
 // dropPayload forgets the payload memory holds of a job that finished or
 // was deleted, once its last record write was added to a batch.
 func (e *queueCore) dropPayload(j *protocol.Job) {
-	e.payloadBytes -= len(j.Payload)
+	e.payloadBytes -= payloadCost(j.Payload)
 	j.Payload = nil
 }
 
@@ -187,7 +192,7 @@ func (e *queueCore) flush() {
 			if e.cfg.DurablePools {
 				pools = e.putPools(en, batch, pools)
 			}
-			jobs[i] = *en.job
+			jobs[i] = *en.full()
 		}
 		s.writerBusy = true
 		deliveries = append(deliveries, delivery{s, jobs})
@@ -225,8 +230,8 @@ func (e *queueCore) dispatchCommitted(now uint64, deliveries []delivery, err err
 			for i := range d.jobs {
 				if en := d.s.inFlight[d.jobs[i].ID]; en != nil {
 					e.leaveInFlight(en)
-					en.job.Status = protocol.StatusReady
-					e.reclaimUnique(en.job)
+					en.full().Status = protocol.StatusReady
+					e.reclaimUnique(en.full())
 					e.makeReady(en)
 				}
 			}

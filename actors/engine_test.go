@@ -129,8 +129,8 @@ func TestFailureDecisions(t *testing.T) {
 	reply := func(m any) { last = m }
 	run := func(j *protocol.Job, req *protocol.FailureRequest) *protocol.JobView {
 		t.Helper()
-		en := &entry{job: j, state: stInFlight, stream: s}
-		e.jobs[j.ID] = en
+		en := &entry{jb: j, state: stInFlight, stream: s}
+		e.jobs.put(j.ID, en)
 		s.inFlight[j.ID] = en
 		e.inFlightTotal++
 		req.Message = &msg
@@ -141,21 +141,21 @@ func TestFailureDecisions(t *testing.T) {
 		}
 		return r.Job
 	}
-	v := run(&protocol.Job{ID: "retry", Queue: "q", RetryLimit: &limit, Backoff: &protocol.Backoff{BaseMs: 5}}, &protocol.FailureRequest{})
-	if v.Status != protocol.StatusScheduled || v.ReadyAt != 10_000+1000+5 || v.Attempts != 1 || out.scheduled["retry"] != v.ReadyAt {
+	v := run(&protocol.Job{ID: testID(101), Queue: "q", RetryLimit: &limit, Backoff: &protocol.Backoff{BaseMs: 5}}, &protocol.FailureRequest{})
+	if v.Status != protocol.StatusScheduled || v.ReadyAt != 10_000+1000+5 || v.Attempts != 1 || out.scheduled[testID(101)] != v.ReadyAt {
 		t.Fatalf("first failure: %+v", v)
 	}
-	v = run(&protocol.Job{ID: "exhausted", Queue: "q", RetryLimit: &limit, Attempts: 1}, &protocol.FailureRequest{})
+	v = run(&protocol.Job{ID: testID(102), Queue: "q", RetryLimit: &limit, Attempts: 1}, &protocol.FailureRequest{})
 	if v.Status != protocol.StatusDead || v.PurgeAt != 10_000+3_600_000 {
 		t.Fatalf("retries exhausted: %+v", v)
 	}
 	past := uint64(5)
-	v = run(&protocol.Job{ID: "retry_at", Queue: "q", RetryLimit: &limit, Attempts: 5}, &protocol.FailureRequest{RetryAt: &past})
+	v = run(&protocol.Job{ID: testID(103), Queue: "q", RetryLimit: &limit, Attempts: 5}, &protocol.FailureRequest{RetryAt: &past})
 	if v.Status != protocol.StatusScheduled || v.ReadyAt != 5 {
 		t.Fatalf("retry_at beats an exhausted limit: %+v", v)
 	}
 	kill := true
-	v = run(&protocol.Job{ID: "kill", Queue: "q"}, &protocol.FailureRequest{Kill: &kill, RetryAt: &past})
+	v = run(&protocol.Job{ID: testID(104), Queue: "q"}, &protocol.FailureRequest{Kill: &kill, RetryAt: &past})
 	if v.Status != protocol.StatusDead {
 		t.Fatalf("kill: %+v", v)
 	}
@@ -188,8 +188,8 @@ func TestRebindWaitsForReservation(t *testing.T) {
 	e, out := testEngine(EngineConfig{})
 	id, rp, reply := reservingJob(e, 0)
 	req := out.toBudgets[len(out.toBudgets)-1].(*ReserveRequest)
-	if e.jobs[id].state != stReserving {
-		t.Fatalf("job state %d, want reserving", e.jobs[id].state)
+	if e.jobs.get(id).state != stReserving {
+		t.Fatalf("job state %d, want reserving", e.jobs.get(id).state)
 	}
 	n := len(*rp)
 	e.rebindJob(0, &RebindJob{ID: id, Op: RebindClear}, reply)
@@ -204,7 +204,7 @@ func TestRebindWaitsForReservation(t *testing.T) {
 	if !ok || len(v.Job.Budgets) != 0 {
 		t.Fatalf("reply %#v, want the job with no bindings", (*rp)[n])
 	}
-	if en := e.jobs[id]; en.state == stParked {
+	if en := e.jobs.get(id); en.state == stParked {
 		t.Fatal("an unbudgeted job is still parked")
 	}
 }
@@ -224,8 +224,8 @@ func TestUnparkNamesThePriorityParkedWith(t *testing.T) {
 	patch.Priority.Present, patch.Priority.Value = true, 9
 	e.patchJobs(0, &PatchJobs{IDs: []string{id}, Patch: patch, Single: true}, reply)
 	e.onReserveResponse(0, &ReserveResponse{Key: "b", JobID: id, Priority: req.Job.Priority, Granted: false, entry: req.entry, epoch: e.epoch})
-	if en := e.jobs[id]; en.state != stParked || en.job.Priority != 9 {
-		t.Fatalf("job %s priority %d, want parked with the patched priority 9", modelStateName(en.state), en.job.Priority)
+	if en := e.jobs.get(id); en.state != stParked || en.look().Priority != 9 {
+		t.Fatalf("job %s priority %d, want parked with the patched priority 9", modelStateName(en.state), en.look().Priority)
 	}
 	out.toBudgets = nil
 	e.deleteJob(0, id, reply)

@@ -104,13 +104,13 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 			job.ReadyAt = now
 		}
 		job.Attempts = 0
-		en := &entry{job: &job}
+		en := &entry{jb: &job}
 		if job.ReadyAt > now {
 			job.Status = protocol.StatusScheduled
 		} else {
 			job.Status = protocol.StatusReady
 		}
-		e.jobs[job.ID] = en
+		e.jobs.put(job.ID, en)
 		e.addStored(&job)
 		e.observeEnqueued(&job)
 		e.bind(&job)
@@ -131,7 +131,7 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		e.syncSched(en)
 	}
 	for i, k := range holderIndex {
-		views[i] = e.jobs[ids[k]].job.EnqueueView(now, true, false)
+		views[i] = e.jobs.get(ids[k]).full().EnqueueView(now, true, false)
 	}
 	if acts != nil {
 		e.applyFolds(now, m.Plan, ids, views, batch, undoFolds)
@@ -145,6 +145,10 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		e.undoEnqueue(now, stored, createdOrder)
 	})
 	e.pump(now)
+	// the jobs still waiting keep their compact form (queued_compact.go)
+	for _, en := range stored {
+		e.compact(en)
+	}
 }
 
 // checkFoldBindings checks the bindings of a job that folds: like

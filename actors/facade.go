@@ -43,6 +43,9 @@ func (c EngineConfig) WithDefaults() EngineConfig {
 	if c.GroupMinJobs == 0 {
 		c.GroupMinJobs = persistence.DefaultGroupFrom
 	}
+	if c.CompactFrom == 0 {
+		c.CompactFrom = 4096
+	}
 	return c
 }
 

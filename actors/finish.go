@@ -20,7 +20,7 @@ func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 			continue
 		}
 		seen[id] = true
-		en := e.jobs[id]
+		en := e.jobs.get(id)
 		if en == nil || en.state != stInFlight {
 			notFound = append(notFound, id)
 			continue
@@ -29,10 +29,10 @@ func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 		e.observeAcked(now, en)
 		e.leaveInFlight(en)
 		retention := uint64(e.cfg.CompletedRetention / time.Millisecond)
-		if r := en.job.Retention; r != nil && r.CompletedMs != nil {
+		if r := en.full().Retention; r != nil && r.CompletedMs != nil {
 			retention = *r.CompletedMs
 		}
-		en.job.Status = protocol.StatusCompleted
+		en.full().Status = protocol.StatusCompleted
 		e.finish(now, en, retention, batch, true)
 	}
 	e.persistOrRestore(batch, reply, &AckJobsResponse{NotFound: notFound}, u)
@@ -42,8 +42,8 @@ func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 // finish ends an unfinished job as completed or dead: it is deleted at once
 // when retention is 0, else kept until now+retention.
 func (e *queueCore) finish(now uint64, en *entry, retention uint64, batch *persistence.Batch, completed bool) {
-	j := en.job
-	delete(e.jobs, j.ID)
+	j := en.full()
+	e.jobs.drop(j.ID)
 	en.state = stGone
 	e.slots.release(en)
 	defer e.dropPayload(j)
@@ -85,12 +85,12 @@ func (e *queueCore) addTerminal(j *protocol.Job, ref persistence.Ref) {
 }
 
 func (e *queueCore) fail(now uint64, m *FailJob, reply func(any)) {
-	en := e.jobs[m.ID]
+	en := e.jobs.get(m.ID)
 	if en == nil || en.state != stInFlight {
 		reply(protocol.ErrNotInFlight)
 		return
 	}
-	j := en.job
+	j := en.full()
 	u := &undoLog{}
 	u.noteJob(en)
 	e.observeFailed(now, j)
@@ -173,10 +173,10 @@ func (e *queueCore) deleteJob(now uint64, id string, reply func(any)) {
 // what it was, for a refusal.
 func (e *queueCore) removeJob(now uint64, id string, batch *persistence.Batch, u *undoLog) bool {
 	defer e.runDeferred(now, id)
-	if en := e.jobs[id]; en != nil {
+	if en := e.jobs.get(id); en != nil {
 		u.noteJob(en)
 		e.seal(en, batch, "deleted", u)
-		deleteRecord(en.job, en.ref, batch)
+		deleteRecord(en.full(), en.ref, batch)
 		e.forgetJob(now, en)
 		return true
 	}
@@ -229,8 +229,9 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	var cronErr error
 	e.persistAll(cronBatches, func(err error) { cronErr = err })
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
+	var scratch protocol.Job // compact jobs are read into it, not rebuilt
 	for _, en := range e.jobs {
-		deleteRecord(en.job, en.ref, batch)
+		deleteRecord(en.peek(&scratch), en.ref, batch)
 		en.state = stGone
 		e.slots.release(en)
 	}
@@ -245,7 +246,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 		batch.DeleteBudget(key)
 		e.out.stopBudget(key)
 	}
-	e.jobs = make(map[string]*entry)
+	e.jobs = make(jobMap)
 	e.payloadBytes = 0
 	e.ready = newReadyIndex()
 	e.terminal = make(map[string]terminalJob)

@@ -52,7 +52,7 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 	}
 	mine := make(map[string]bool, len(stored))
 	for _, en := range stored {
-		mine[en.job.ID] = true
+		mine[en.full().ID] = true
 	}
 	for _, l := range u.links {
 		cur, ok := e.pending[l.key]
@@ -60,17 +60,17 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 			continue
 		}
 		delete(e.pending, l.key)
-		if prev := e.jobs[l.id]; prev != nil && canBePending(prev) {
+		if prev := e.jobs.get(l.id); prev != nil && canBePending(prev) {
 			e.pending[l.key] = l.id
 		}
 	}
 	for i := len(u.payloads) - 1; i >= 0; i-- {
 		p := u.payloads[i]
-		j := p.en.job
-		if e.jobs[j.ID] != p.en || p.payload == nil {
+		j := p.en.full()
+		if e.jobs.get(j.ID) != p.en || p.payload == nil {
 			continue
 		}
-		e.payloadBytes += len(p.payload) - len(j.Payload)
+		e.payloadBytes += payloadCost(p.payload) - payloadCost(j.Payload)
 		j.Payload = p.payload
 		p.en.ref = p.ref
 	}
@@ -84,7 +84,7 @@ func (e *queueCore) undoFolds(u *foldUndo, stored []*entry) {
 
 // notePayload remembers a pending job's payload before a fold changes it.
 func (u *foldUndo) notePayload(en *entry) {
-	u.payloads = append(u.payloads, priorPayload{en: en, payload: en.job.Payload, ref: en.ref})
+	u.payloads = append(u.payloads, priorPayload{en: en, payload: en.full().Payload, ref: en.ref})
 }
 
 // noteCounted remembers the queue of a fold or seal the request counted.
@@ -105,7 +105,7 @@ func (e *queueCore) restoreLinks(links []priorLink) {
 		if _, taken := e.pending[l.key]; taken {
 			continue
 		}
-		if en := e.jobs[l.id]; en != nil && canBePending(en) {
+		if en := e.jobs.get(l.id); en != nil && canBePending(en) {
 			e.pending[l.key] = l.id
 		}
 	}
@@ -114,5 +114,8 @@ func (e *queueCore) restoreLinks(links []priorLink) {
 // canBePending reports whether en's job may be its key's pending job: a
 // ready job never dispatched and stored alone (SPEC §8.2.7).
 func canBePending(en *entry) bool {
-	return en.job.Status == protocol.StatusReady && en.job.DequeuedAt == 0
+	if en.jb == nil {
+		return en.status() == protocol.StatusReady // never dispatched
+	}
+	return en.jb.Status == protocol.StatusReady && en.jb.DequeuedAt == 0
 }

@@ -29,13 +29,13 @@ func TestHistogramBuckets(t *testing.T) {
 func TestQueueLatencyObserved(t *testing.T) {
 	_, e, en, s, _ := obsHooksActor()
 	gen := protocol.NewIDGenerator()
-	en.job.ID = gen.Next(10_000) // enqueued at 10 s
-	en.job.ReadyAt = 5_000       // a past ready_at does not count
+	en.full().ID = gen.Next(10_000) // enqueued at 10 s
+	en.full().ReadyAt = 5_000       // a past ready_at does not count
 	e.observeDispatched(10_300, en, s)
-	en.job.DequeuedAt = 10_300
+	en.full().DequeuedAt = 10_300
 	e.observeAcked(12_300, en)
-	e.observeFailed(10_400, en.job)
-	c := e.obs.queues[en.job.Queue]
+	e.observeFailed(10_400, en.full())
+	c := e.obs.queues[en.full().Queue]
 	require.EqualValues(t, 1, c.wait.Count)
 	require.InDelta(t, 0.3, c.wait.SumSeconds, 1e-9)
 	require.EqualValues(t, 2, c.run.Count)

@@ -38,9 +38,9 @@ func (e *queueCore) loadJob(now uint64, j *protocol.Job, ref persistence.Ref, ba
 		return false
 	}
 	e.addStored(j)
-	en := &entry{job: j, ref: ref}
+	en := &entry{jb: j, ref: ref}
 	e.loadPayload(en, batch)
-	e.jobs[j.ID] = en
+	e.jobs.put(j.ID, en)
 	e.bind(j)
 	if j.Status == protocol.StatusInFlight {
 		j.Status = protocol.StatusReady
@@ -62,6 +62,7 @@ func (e *queueCore) loadJob(now uint64, j *protocol.Job, ref persistence.Ref, ba
 		e.makeReady(en)
 	}
 	e.syncSched(en)
+	e.compact(en)
 	return recovered
 }
 

@@ -118,8 +118,8 @@ func writeHeapProfile(b *testing.B, path string) {
 }
 
 // BenchmarkQueuedMemory measures the live heap a queued job costs:
-// TOLLGATE_BENCH_JOBS (default 1,000,000) unbudgeted jobs with ~100-byte
-// payloads, enqueued in bulks of 1000 into a store on disk, then the
+// TOLLGATE_BENCH_JOBS (default 1,000,000) unbudgeted jobs with
+// TOLLGATE_BENCH_PAYLOAD-byte payloads (default 100), enqueued in bulks of 1000 into a store on disk, then the
 // engine restarted on it (as a server serves a backlog). It reports the
 // heap per job after the enqueue (B/job-enqueued; badger's memtables,
 // which fill as it writes, included) and after the restart
@@ -147,7 +147,7 @@ func BenchmarkQueuedMemory(b *testing.B) {
 
 	dir := b.TempDir()
 	e, stop := start(dir)
-	payload := []byte(`{"s":"` + strings.Repeat("x", 92) + `"}`)
+	payload := []byte(`{"s":"` + strings.Repeat("x", max(0, benchSize("TOLLGATE_BENCH_PAYLOAD", 100)-8)) + `"}`)
 	began := time.Now()
 	for left := n; left > 0; left -= 1000 {
 		batch := make([]*protocol.NewJob, min(1000, left))
@@ -175,4 +175,51 @@ func BenchmarkQueuedMemory(b *testing.B) {
 	b.ReportMetric(float64(restarted-base)/float64(n), "B/job-restarted")
 	b.ReportMetric(enqueueTook.Seconds(), "enqueue-s")
 	b.ReportMetric(startTook.Seconds(), "start-s")
+}
+
+// BenchmarkStreamMemory measures what an open take stream costs the
+// engine: TOLLGATE_BENCH_STREAMS streams (default 1000), each with prefetch
+// TOLLGATE_BENCH_PREFETCH (default 100) and that many jobs in flight on
+// it, never acked (100-byte payloads). It reports the heap per stream with
+// its jobs in flight, and per job in flight, against the same jobs queued
+// before the streams opened. (The HTTP layer's buffer of frames not yet
+// written, bounded by --stream-buffer-limit, is not part of it.) b.N is
+// ignored.
+func BenchmarkStreamMemory(b *testing.B) {
+	streams := benchSize("TOLLGATE_BENCH_STREAMS", 1000)
+	prefetch := benchSize("TOLLGATE_BENCH_PREFETCH", 100)
+	e := benchEngine(b)
+	ctx := context.Background()
+	payload := []byte(`{"s":"` + strings.Repeat("x", 92) + `"}`)
+	total := streams * prefetch
+	for left := total; left > 0; left -= 1000 {
+		batch := make([]*protocol.NewJob, min(1000, left))
+		for i := range batch {
+			batch[i] = &protocol.NewJob{Job: protocol.Job{Type: "bench", Queue: "q", Priority: protocol.DefaultPriority,
+				Payload: append([]byte(nil), payload...)}}
+		}
+		if _, err := e.Enqueue(ctx, batch, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	queued := heapInUse()
+	delivered := make(chan int, streams)
+	for range streams {
+		_, err := e.OpenStream(ctx, &OpenStream{Prefetch: prefetch, Deliver: func(j []protocol.Job) { delivered <- len(j) }})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	deadline := time.After(2 * time.Minute)
+	for got := 0; got < total; {
+		select {
+		case n := <-delivered:
+			got += n // the delivered copies are dropped: the writer's, not the engine's
+		case <-deadline:
+			b.Fatalf("delivered %d of %d jobs", got, total)
+		}
+	}
+	open := heapInUse()
+	b.ReportMetric(float64(open-queued)/float64(streams), "B/stream")
+	b.ReportMetric(float64(open-queued)/float64(total), "B/job-in-flight")
 }

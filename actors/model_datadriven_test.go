@@ -206,7 +206,7 @@ func (sc *modelScenario) run(td *datadriven.TestData) string {
 		op.Kind = opAckMissing
 		var list []*mJob
 		for _, mj := range s.order {
-			if en := s.eng.jobs[mj.id]; !mj.finished && mj.stream == 0 && en != nil && en.state != stInFlight {
+			if en := s.eng.jobs.get(mj.id); !mj.finished && mj.stream == 0 && en != nil && en.state != stInFlight {
 				list = append(list, mj)
 			}
 		}
@@ -441,20 +441,20 @@ func (sc *modelScenario) state() string {
 		if mj.finished {
 			continue
 		}
-		en := s.eng.jobs[id]
+		en := s.eng.jobs.get(id)
 		fmt.Fprintf(&b, "%s %s p%d: ", label, mj.queue, mj.prio)
 		switch {
 		case en == nil:
 			b.WriteString("unknown to the engine")
 		case en.state == stParked:
-			fmt.Fprintf(&b, "parked on %s", en.parkedOn)
+			fmt.Fprintf(&b, "parked on %s", en.parkedKey())
 		case en.state == stInFlight:
 			fmt.Fprintf(&b, "in flight on s%d", en.stream.id)
 			if mj.stream == 0 {
 				b.WriteString(" (not written yet)")
 			}
 		case en.state == stScheduled:
-			fmt.Fprintf(&b, "scheduled in %dms", en.job.ReadyAt-s.now)
+			fmt.Fprintf(&b, "scheduled in %dms", en.look().ReadyAt-s.now)
 		default:
 			b.WriteString(modelStateName(en.state))
 		}

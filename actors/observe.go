@@ -307,20 +307,20 @@ func (e *queueCore) counters(queue string) *queueCounters {
 func (e *queueCore) observeEnqueued(j *protocol.Job) { e.counters(j.Queue).enqueued++ }
 
 func (e *queueCore) observeDispatched(now uint64, en *entry, s *stream) {
-	c := e.counters(en.job.Queue)
+	c := e.counters(en.full().Queue)
 	c.dispatched++
-	c.wait.observeMs(elapsedMs(now, max(en.job.ReadyAt, protocol.IDTimeMs(en.job.ID))))
+	c.wait.observeMs(elapsedMs(now, max(en.full().ReadyAt, protocol.IDTimeMs(en.full().ID))))
 	if !e.tracer.on() {
 		return
 	}
-	e.tracer.emit(Event{Kind: EventDispatched, Actor: "queue", JobID: en.job.ID, Queue: en.job.Queue, Budgets: bindingKeys(en.job.Budgets), Stream: s.id, WorkerID: s.workerID})
+	e.tracer.emit(Event{Kind: EventDispatched, Actor: "queue", JobID: en.full().ID, Queue: en.full().Queue, Budgets: bindingKeys(en.full().Budgets), Stream: s.id, WorkerID: s.workerID})
 }
 
 func (e *queueCore) observeAcked(now uint64, en *entry) {
-	c := e.counters(en.job.Queue)
+	c := e.counters(en.full().Queue)
 	c.acked++
-	c.run.observeMs(elapsedMs(now, en.job.DequeuedAt))
-	e.tracer.job(EventAcked, en.job, 0)
+	c.run.observeMs(elapsedMs(now, en.full().DequeuedAt))
+	e.tracer.job(EventAcked, en.full(), 0)
 }
 
 func (e *queueCore) observeFailed(now uint64, j *protocol.Job) {
@@ -360,12 +360,12 @@ func (e *queueCore) metrics(now uint64, m *MetricsRequest) *metricsSnapshot {
 		return m
 	}
 	for _, en := range e.jobs {
-		m := get(en.job.Queue)
+		m := get(en.queue())
 		switch en.state {
 		case stInFlight:
 			m.InFlight++
 		case stScheduled:
-			if en.job.VisibleStatus(now) == protocol.StatusScheduled {
+			if en.visibleStatus(now) == protocol.StatusScheduled {
 				m.Scheduled++
 			} else {
 				m.Ready++
@@ -407,12 +407,12 @@ func (e *queueCore) metrics(now uint64, m *MetricsRequest) *metricsSnapshot {
 // asked about by that budget actor, which answers the original sender; any
 // other job waits on nothing.
 func (a *queueActor) onJobWaiting(ctx actor.Context, m *JobWaitingRequest) {
-	en := a.eng.jobs[m.ID]
+	en := a.eng.jobs.get(m.ID)
 	if en == nil || en.state != stParked {
 		ctx.Respond(&JobWaitingResponse{})
 		return
 	}
-	l := a.budgets[en.parkedOn]
+	l := a.budgets[en.parkedKey()]
 	if l == nil {
 		ctx.Respond(&JobWaitingResponse{})
 		return

@@ -278,7 +278,7 @@ func obsHooksActor() (*obsHooks, *queueCore, *entry, *stream, []string) {
 	a := &obsHooks{b: newBudgetCore("k", def, atMs(1000), nil), tracer: tr}
 	e := newQueueCore(EngineConfig{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), newConsumedSet(), tr)
 	job := &protocol.Job{ID: "j", Queue: "q"}
-	en := &entry{job: job}
+	en := &entry{jb: job}
 	s := &stream{id: 1, workerID: "w"}
 	e.observeEnqueued(job) // the first job of a queue creates its counters
 	return a, e, en, s, []string{"j"}
@@ -301,10 +301,10 @@ func obsAllHooks(a *obsHooks, e *queueCore, en *entry, s *stream, ids []string) 
 	applyStep(out, nopShell{}, a.tracer)
 	a.tracer.budgetDeleted("k")
 	e.makeReadyTraceOnly(en)
-	e.observeEnqueued(en.job)
+	e.observeEnqueued(en.full())
 	e.observeDispatched(1000, en, s)
 	e.observeAcked(1000, en)
-	e.observeFailed(1000, en.job)
+	e.observeFailed(1000, en.full())
 }
 
 // nopShell applies a budget step's output nowhere.
@@ -319,7 +319,7 @@ func (nopShell) respond(any)                     {}
 var nopAnswer ReserveResponse
 
 // makeReadyTraceOnly is the trace call makeReady makes.
-func (e *queueCore) makeReadyTraceOnly(en *entry) { e.tracer.job(EventReady, en.job, 0) }
+func (e *queueCore) makeReadyTraceOnly(en *entry) { e.tracer.job(EventReady, en.full(), 0) }
 
 // TestObserveHooksDoNotAllocate proves that with no subscriber the trace
 // and counter hooks of the dispatch path allocate nothing.

@@ -198,6 +198,36 @@ func (s *orderedSet[T]) removeChunk(ci int) {
 	s.chunks = s.chunks[:len(s.chunks)-1]
 }
 
+// Move replaces the item equal to old by item when item sorts into the
+// same place (no other item lies between the two) and reports whether it
+// did. It changes an item's key without the delete and insert that could
+// free and allocate a chunk (the ready index's heads: one item per queue).
+func (s *orderedSet[T]) Move(old, item T) bool {
+	ci, i, found := s.locate(old)
+	if !found {
+		return false
+	}
+	c := s.chunks[ci]
+	// the neighbours of old's place, within its chunk or the next ones
+	var prev, next *T
+	if i > 0 {
+		prev = &c[i-1]
+	} else if ci > 0 {
+		p := s.chunks[ci-1]
+		prev = &p[len(p)-1]
+	}
+	if i+1 < len(c) {
+		next = &c[i+1]
+	} else if ci+1 < len(s.chunks) {
+		next = &s.chunks[ci+1][0]
+	}
+	if (prev != nil && !s.less(*prev, item)) || (next != nil && !s.less(item, *next)) {
+		return false
+	}
+	c[i] = item
+	return true
+}
+
 // Get returns the item equal to item.
 func (s *orderedSet[T]) Get(item T) (T, bool) {
 	ci, i, found := s.locate(item)

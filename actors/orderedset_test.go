@@ -42,6 +42,16 @@ func TestOrderedSetMatchesSortedSlice(t *testing.T) {
 					t.Fatalf("seed %d op %d: delete %d not found", seed, op, ref[k])
 				}
 				ref = slices.Delete(ref, k, k+1)
+			case r == 9 && op%2 == 0 && len(ref) > 0: // move an item to a new value
+				k := rng.IntN(len(ref))
+				v := ref[k] - 2 + rng.IntN(5)
+				fits := (k == 0 || ref[k-1] < v) && (k == len(ref)-1 || v < ref[k+1])
+				if got := s.Move(ref[k], v); got != fits {
+					t.Fatalf("seed %d op %d: move %d to %d = %v, want %v", seed, op, ref[k], v, got, fits)
+				}
+				if fits {
+					ref[k] = v
+				}
 			default: // delete anything, maybe missing
 				v := rng.IntN(next + 10)
 				_, ok := s.Delete(v)

@@ -74,7 +74,7 @@ func TestPayloadCacheBoundAndRestart(t *testing.T) {
 
 func testPayloadCacheBoundAndRestart(t *testing.T, groupMinJobs, lastInMemory int) {
 	dir := t.TempDir()
-	size := len(payloadOf(0))
+	size := payloadCost(payloadOf(0)) // what one kept payload costs the cache
 	start := func(cacheBytes int) (*Engine, func()) {
 		return startOnDirWith(t, dir, EngineConfig{PayloadCacheBytes: cacheBytes, GroupMinJobs: groupMinJobs})
 	}

@@ -113,24 +113,24 @@ func (e *queueCore) notePrepaid(en *entry, m *JobsWoken) {
 	if e.prepaid == nil {
 		e.prepaid = make(map[string]prepaidJob)
 	}
-	e.prepaid[en.job.ID] = prepaidJob{key: m.Key, cost: m.Cost, incarnation: m.Incarnation}
+	e.prepaid[en.id()] = prepaidJob{key: m.Key, cost: m.Cost, incarnation: m.Incarnation}
 }
 
 // dispatchPrepaid dispatches en on s when its budget debited it already,
 // and reports whether it did. A debit that no longer matches the job's
 // binding is refunded, and the job then reserves as any other.
 func (e *queueCore) dispatchPrepaid(now uint64, en *entry, s *stream) bool {
-	p, ok := e.prepaid[en.job.ID]
+	p, ok := e.prepaid[en.id()]
 	if !ok {
 		return false
 	}
-	delete(e.prepaid, en.job.ID)
-	if b := en.job.Budgets; len(b) != 1 || b[0].Key != p.key || b[0].Cost != p.cost {
-		e.refundPrepaid(en.job.ID, p)
+	delete(e.prepaid, en.id())
+	if b := en.budgets(); len(b) != 1 || b[0].Key != p.key || b[0].Cost != p.cost {
+		e.refundPrepaid(en.id(), p)
 		return false
 	}
 	e.dispatch(now, en, s)
-	e.out.toBudget(p.key, &PrepaidDispatched{JobID: en.job.ID, Incarnation: p.incarnation})
+	e.out.toBudget(p.key, &PrepaidDispatched{JobID: en.id(), Incarnation: p.incarnation})
 	return true
 }
 

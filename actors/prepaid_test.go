@@ -43,13 +43,13 @@ func (r *prepaidRig) enqueue(extra ...string) string {
 	if len(r.e.jobs) != before+1 {
 		r.t.Fatal("enqueue failed")
 	}
-	var id string
+	var last protocol.IDKey
 	for k := range r.e.jobs {
-		if id == "" || k > id {
-			id = k
+		if last.Less(k) {
+			last = k
 		}
 	}
-	return id
+	return last.String()
 }
 
 // toBudget steps b at now (Unix ns) on the messages for it and answers
@@ -119,9 +119,9 @@ func TestWakeDebitsSoleBudgetHead(t *testing.T) {
 	delivered := openCountingStream(r.e)
 	r.toBudget(t0, r.out.take()) // the first takes the full pool, the others park
 	r.out.take()
-	if *delivered != 1 || r.e.jobs[first].state != stInFlight || r.e.jobs[second].state != stParked {
+	if *delivered != 1 || r.e.jobs.get(first).state != stInFlight || r.e.jobs.get(second).state != stParked {
 		t.Fatalf("after the first reservations: %d delivered, states %s/%s", *delivered,
-			modelStateName(r.e.jobs[first].state), modelStateName(r.e.jobs[second].state))
+			modelStateName(r.e.jobs.get(first).state), modelStateName(r.e.jobs.get(second).state))
 	}
 	due := r.b.armedNs
 	if due != t0+50*nsPerMs {
@@ -142,8 +142,8 @@ func TestWakeDebitsSoleBudgetHead(t *testing.T) {
 
 	r.e.streamWritten(0, 1)    // the first job's frame is written
 	answer(r.e, []queueMsg{w}) // the queue's turn, whenever it comes
-	if *delivered != 2 || r.e.jobs[second].state != stInFlight {
-		t.Fatalf("the debited job is %s (%d delivered), want dispatched", modelStateName(r.e.jobs[second].state), *delivered)
+	if *delivered != 2 || r.e.jobs.get(second).state != stInFlight {
+		t.Fatalf("the debited job is %s (%d delivered), want dispatched", modelStateName(r.e.jobs.get(second).state), *delivered)
 	}
 	sent := r.out.take()
 	if len(sent) != 1 || sent[0].key != "b" {
@@ -159,8 +159,8 @@ func TestWakeDebitsSoleBudgetHead(t *testing.T) {
 	if r.b.prov != nil {
 		t.Fatal("the debit is still provisional after the confirmation")
 	}
-	if r.e.jobs[third].state != stParked {
-		t.Fatalf("the third job is %s, want still parked", modelStateName(r.e.jobs[third].state))
+	if r.e.jobs.get(third).state != stParked {
+		t.Fatalf("the third job is %s, want still parked", modelStateName(r.e.jobs.get(third).state))
 	}
 }
 
@@ -181,14 +181,15 @@ func TestWakeDebitRefundedWhenNotDispatched(t *testing.T) {
 	// the stream's one slot is held: the second job is reserved later by
 	// the pump, so it parks only once it asks; ask now
 	r.e.streamWritten(0, 1)
-	if r.e.jobs[second].state != stReady {
-		t.Fatalf("second job is %s, want ready (no room on the stream)", modelStateName(r.e.jobs[second].state))
+	if r.e.jobs.get(second).state != stReady {
+		t.Fatalf("second job is %s, want ready (no room on the stream)", modelStateName(r.e.jobs.get(second).state))
 	}
 	// park it by hand as a refused reservation leaves it
 	r.b.reserve(t0, JobRef{ID: second, Queue: "q", Cost: 1, Sole: true}, true)
-	r.e.ready.remove(readyItemOf(r.e.jobs[second]), "q")
-	en := r.e.jobs[second]
-	en.state, en.parkedOn, en.parkedPrio = stParked, "b", en.job.Priority
+	r.e.ready.remove(readyItemOf(r.e.jobs.get(second)), "q")
+	en := r.e.jobs.get(second)
+	en.state, en.parkedPrio = stParked, en.priority()
+	en.parkOn("b")
 	r.b.syncTimer(t0, &r.so)
 
 	w := r.wake(r.b.armedNs)
@@ -204,7 +205,7 @@ func TestWakeDebitRefundedWhenNotDispatched(t *testing.T) {
 	if !ok || refund.JobID != second || refund.Cost != 1 || refund.Incarnation != r.b.incarnation {
 		t.Fatalf("queue sent %#v, want the refund of %s", sent[0].m, second)
 	}
-	if st := r.e.jobs[second].state; st != stReady || delivered != 1 {
+	if st := r.e.jobs.get(second).state; st != stReady || delivered != 1 {
 		t.Fatalf("second job is %s with %d delivered, want ready and 1", modelStateName(st), delivered)
 	}
 	r.step(r.b.at, refund)
@@ -231,8 +232,8 @@ func TestWakeDoesNotDebitMultiBudgetHead(t *testing.T) {
 	for range 3 { // "b" < "w": b holds, w commits, b commits
 		r.toBudget(t0, r.out.take())
 	}
-	if r.e.jobs[first].state != stInFlight || r.e.jobs[second].state != stParked {
-		t.Fatalf("states %s/%s, want in flight and parked", modelStateName(r.e.jobs[first].state), modelStateName(r.e.jobs[second].state))
+	if r.e.jobs.get(first).state != stInFlight || r.e.jobs.get(second).state != stParked {
+		t.Fatalf("states %s/%s, want in flight and parked", modelStateName(r.e.jobs.get(first).state), modelStateName(r.e.jobs.get(second).state))
 	}
 	w := r.wake(r.b.armedNs)
 	if w.Debited || len(w.JobIDs) != 1 || w.JobIDs[0] != second {

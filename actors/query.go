@@ -287,8 +287,9 @@ func (e *queueCore) deleteJobs(now uint64, m *DeleteJobs, reply func(any)) {
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	u := &undoLog{}
 	n := 0
+	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
 	for _, id := range m.IDs {
-		if en := e.jobs[id]; en != nil && m.Filter != nil && !m.Filter.MatchMeta(en.job, en.job.VisibleStatus(now)) {
+		if en := e.jobs.get(id); en != nil && m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now)) {
 			continue
 		}
 		if e.removeJob(now, id, batch, u) {
@@ -305,8 +306,9 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 	u := &undoLog{}
 	n := 0
 	var view *protocol.JobView
+	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
 	for _, id := range m.IDs {
-		en := e.jobs[id]
+		en := e.jobs.get(id)
 		if en == nil {
 			if !m.Single {
 				continue
@@ -322,7 +324,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 			}
 			return
 		}
-		if m.Filter != nil && !m.Filter.MatchMeta(en.job, en.job.VisibleStatus(now)) {
+		if m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now)) {
 			continue
 		}
 		u.noteJob(en)
@@ -333,7 +335,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 		e.putRecord(en, batch)
 		n++
 		if m.Single {
-			view = en.job.View(now, false)
+			view = en.full().View(now, false)
 		}
 	}
 	if m.Single {
@@ -350,7 +352,8 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 // is unparked from its budget and reserves again); ready + future ready_at
 // becomes scheduled; scheduled + past (or null) ready_at becomes ready.
 func (e *queueCore) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
-	j := en.job
+	j := en.full()
+	e.unsched(en) // its ready_at may change (statusindex.go)
 	defer e.syncSched(en)
 	if p.Queue.Present && !p.Queue.Null && p.Queue.Value != j.Queue {
 		e.moveQueue(j.ID, j.Queue, p.Queue.Value)
@@ -364,7 +367,7 @@ func (e *queueCore) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 			if j.ReadyAt > now {
 				j.Status = protocol.StatusScheduled
 				en.state = stScheduled
-				en.parkedOn = ""
+				en.parkedOn = noBudget
 				en.stream = nil
 				en.resv = nil
 				e.out.schedule(j.ID, j.ReadyAt)
@@ -407,9 +410,12 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	f := m.Filter
 	res := &SelectResponse{}
 	purged := func(t terminalJob) bool { return t.purgeAt != 0 && t.purgeAt <= now }
-	match := func(id string) bool {
-		if en := e.jobs[id]; en != nil {
-			return f.MatchMeta(en.job, en.job.VisibleStatus(now))
+	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
+	// match takes the ID and its key (when the ID is one): the walk of an
+	// index has both, and neither is made twice per job
+	match := func(id string, k protocol.IDKey, isKey bool) bool {
+		if en := e.jobs[k]; isKey && en != nil {
+			return f.MatchMeta(en.peekID(&scratch, id), en.visibleStatus(now))
 		}
 		if t, ok := e.terminal[id]; ok && t.meta != nil && !purged(t) {
 			return f.MatchMeta(t.meta, t.meta.Status)
@@ -465,7 +471,7 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		return res
 	}
 	examined := 0
-	visit := func(id string) bool {
+	visit := func(id string, k protocol.IDKey, isKey bool) bool {
 		if m.From != "" && ((!m.Desc && id <= m.From) || (m.Desc && id >= m.From)) {
 			return true
 		}
@@ -474,7 +480,7 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		}
 		examined++
 		res.Next = id
-		if !match(id) {
+		if !match(id, k, isKey) {
 			return true
 		}
 		if m.Count {
@@ -493,7 +499,8 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 			if m.Desc {
 				id = f.IDs[n-1-i]
 			}
-			if !visit(id) {
+			k, isKey := protocol.ParseIDKey(id)
+			if !visit(id, k, isKey) {
 				return res
 			}
 		}
@@ -522,7 +529,7 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	}
 	stopped := false
 	it := func(k protocol.IDKey) bool {
-		if !visit(k.String()) {
+		if !visit(k.String(), k, true) {
 			stopped = true
 			return false
 		}

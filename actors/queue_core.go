@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/google/btree"
 
@@ -35,11 +36,18 @@ type EngineConfig struct {
 	ReaperInterval time.Duration
 	// Random returns a uniform float in [0, 1) for backoff jitter.
 	Random func() float64
-	// PayloadCacheBytes bounds the payload bytes memory keeps of unfinished
-	// jobs (default 16 MiB). A job enqueued while there is room keeps its
-	// payload in memory until it finishes; beyond it, only the store has
-	// it, read when the job is written to its stream (Engine.LoadPayloads).
+	// PayloadCacheBytes bounds the memory that keeping payloads of
+	// unfinished jobs costs (default 16 MiB): each kept payload counts its
+	// bytes and the ~200 bytes its job then costs more (cachedJobBytes).
+	// A job enqueued while there is room keeps its payload in memory until
+	// it finishes; beyond it, only the store has it, read when the job is
+	// written to its stream (Engine.LoadPayloads).
 	PayloadCacheBytes int
+	// CompactFrom is the count of unfinished jobs from which a waiting job
+	// is kept in its compact form (default 4096; queued_compact.go): below
+	// it, jobs are mostly dispatched soon after they come, and rebuilding
+	// them would cost more than the little memory it saves.
+	CompactFrom int
 	// DefaultJobTimeout fails a job in flight longer than this when it
 	// sets no timeout_ms of its own (0: none; SPEC §10.5).
 	DefaultJobTimeout time.Duration
@@ -89,18 +97,21 @@ const (
 
 // entry is an unfinished job and where it is.
 type entry struct {
-	job      *protocol.Job
-	parkedOn string
+	// jb is the job, or nil while it is compact (en.q; queued_compact.go):
+	// use en.full(), en.peek or the accessors there.
+	jb *protocol.Job
+	q  *queuedJob
+	// parkedOn is the key of the budget the job is parked on (zero: none;
+	// en.parkedKey), a handle so that the entry stays 64 bytes.
+	parkedOn unique.Handle[string]
 	stream   *stream
 	resv     *reservation
-	schedAt  uint64 // its ready_at in e.sched (statusindex.go)
 	// ref is where the store keeps the job (records.go)
-	ref     persistence.Ref
-	state   jobState
-	inSched bool // in e.sched
-	// unlink is set when the job's dispatch sealed its batch: the write of
-	// its in-flight state removes the key's pending link (batch_core.go).
-	unlink bool
+	ref   persistence.Ref
+	state jobState
+	// flags are entryInSched and entryUnlink (bits, so that the entry
+	// stays 64 bytes, a whole allocation class).
+	flags entryFlags
 	// parkedPrio is the priority the job parked with on parkedOn (its
 	// place in that budget's list).
 	parkedPrio uint16
@@ -108,6 +119,20 @@ type entry struct {
 	// it first asks a budget (entry_slots.go).
 	slot uint32
 }
+
+// entryFlags are an entry's boolean marks.
+type entryFlags uint8
+
+const (
+	// entryInSched: the job is in e.sched (statusindex.go).
+	entryInSched entryFlags = 1 << iota
+	// entryUnlink: the job's dispatch sealed its batch, and the write of
+	// its in-flight state removes the key's pending link (batch_core.go).
+	entryUnlink
+)
+
+// has reports whether every flag of f is set.
+func (f entryFlags) has(g entryFlags) bool { return f&g == g }
 
 // reservation is a job gathering holds from its budgets in key order.
 type reservation struct {
@@ -173,12 +198,12 @@ type queueCore struct {
 	log *slog.Logger
 	ids *protocol.IDGenerator
 
-	jobs map[string]*entry
+	jobs jobMap
 	// prepaid holds the jobs a budget's wake debited, from JobsWoken to the
 	// end of the pump that dispatches or refunds them (prepaid.go)
 	prepaid map[string]prepaidJob
-	// payloadBytes is the size of the payloads jobs hold in memory
-	// (bounded by cfg.PayloadCacheBytes).
+	// payloadBytes is what the payloads jobs hold in memory cost
+	// (payloadCost; bounded by cfg.PayloadCacheBytes).
 	payloadBytes int
 	ready        *readyIndex
 	terminal     map[string]terminalJob
@@ -262,7 +287,7 @@ func (e *queueCore) runDeferred(now uint64, id string) {
 	if !ok {
 		return
 	}
-	if en := e.jobs[id]; en != nil && en.state == stReserving {
+	if en := e.jobs.get(id); en != nil && en.state == stReserving {
 		return
 	}
 	delete(e.deferred, id)
@@ -281,7 +306,7 @@ func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *cons
 		out:         out,
 		log:         log,
 		ids:         protocol.NewIDGenerator(),
-		jobs:        make(map[string]*entry),
+		jobs:        make(jobMap),
 		ready:       newReadyIndex(),
 		terminal:    make(map[string]terminalJob),
 		purgeOrder:  btree.NewG(16, terminalLess),

@@ -2,20 +2,18 @@ package actors
 
 import "github.com/tollgate/tollgate/protocol"
 
-// readyItem orders ready jobs by (priority, id). en is the job's entry,
-// which dispatch takes without looking it up (an item is in the index only
-// while its job is ready; lookups by value leave en unset). The ID is its
-// fixed-size key and the queue is not kept: an item is 32 bytes, two per
-// ready job.
+// readyItem orders ready jobs by (priority, id). The ID is its fixed-size
+// key, and neither the queue nor the entry is kept (dispatch finds the
+// entry in the job map by the key): an item is 24 bytes, one per ready
+// job, with no pointer for the collector to scan.
 type readyItem struct {
 	key      protocol.IDKey
-	en       *entry
 	priority uint16
 }
 
 // readyItemOf is the item of en's job.
 func readyItemOf(en *entry) readyItem {
-	return readyItem{key: idKey(en.job.ID), en: en, priority: en.job.Priority}
+	return readyItem{key: en.key(), priority: en.priority()}
 }
 
 func readyLess(a, b readyItem) bool {
@@ -26,44 +24,83 @@ func readyLess(a, b readyItem) bool {
 }
 
 // readyIndex holds the ready jobs of every queue in (priority, id) order:
-// one tree per queue for streams that name their queues, and one over all
-// queues for streams that take everything.
+// one set per queue, and the first item of each in heads, in the same
+// order, so that the first ready job of all queues (for streams that take
+// every queue) is the first head. Each ready job is in one set only (an
+// index over all queues as well would cost a second item per job); heads
+// holds one item per queue with ready jobs, and changes when a queue's
+// first job does.
 type readyIndex struct {
-	all     *orderedSet[readyItem]
 	byQueue map[string]*orderedSet[readyItem]
+	heads   *orderedSet[readyHead]
+	n       int
 }
 
+// readyHead is the first ready item of a queue.
+type readyHead struct {
+	readyItem
+	queue string
+}
+
+func headLess(a, b readyHead) bool { return readyLess(a.readyItem, b.readyItem) }
+
 func newReadyIndex() *readyIndex {
-	return &readyIndex{all: newOrderedSet(readyLess), byQueue: make(map[string]*orderedSet[readyItem])}
+	return &readyIndex{byQueue: make(map[string]*orderedSet[readyItem]), heads: newOrderedSet(headLess)}
 }
 
 func (r *readyIndex) add(it readyItem, queue string) {
-	r.all.ReplaceOrInsert(it)
 	q := r.byQueue[queue]
 	if q == nil {
 		q = newOrderedSet(readyLess)
 		r.byQueue[queue] = q
 	}
-	q.ReplaceOrInsert(it)
+	head, had := q.Min()
+	if _, replaced := q.ReplaceOrInsert(it); !replaced {
+		r.n++
+	}
+	r.headChanged(q, queue, head, had)
 }
 
 func (r *readyIndex) remove(it readyItem, queue string) bool {
-	if _, ok := r.all.Delete(it); !ok {
+	q := r.byQueue[queue]
+	if q == nil {
 		return false
 	}
-	if q := r.byQueue[queue]; q != nil {
-		q.Delete(it)
-		if q.Len() == 0 {
-			delete(r.byQueue, queue)
-		}
+	head, _ := q.Min()
+	if _, ok := q.Delete(it); !ok {
+		return false
 	}
+	r.n--
+	if q.Len() == 0 {
+		delete(r.byQueue, queue)
+	}
+	r.headChanged(q, queue, head, true)
 	return true
+}
+
+// headChanged updates heads after queue's set q changed; head was its
+// first item before (had: it had one).
+func (r *readyIndex) headChanged(q *orderedSet[readyItem], queue string, head readyItem, had bool) {
+	now, ok := q.Min()
+	if had && ok && now == head {
+		return
+	}
+	if had && ok && r.heads.Move(readyHead{head, queue}, readyHead{now, queue}) {
+		return // the usual case: one queue, or its place among the heads kept
+	}
+	if had {
+		r.heads.Delete(readyHead{head, queue})
+	}
+	if ok {
+		r.heads.ReplaceOrInsert(readyHead{now, queue})
+	}
 }
 
 // best returns the first ready job among queues (nil = all queues).
 func (r *readyIndex) best(queues map[string]bool) (readyItem, bool) {
 	if queues == nil {
-		return r.all.Min()
+		h, ok := r.heads.Min()
+		return h.readyItem, ok
 	}
 	var best readyItem
 	found := false
@@ -80,4 +117,4 @@ func (r *readyIndex) best(queues map[string]bool) (readyItem, bool) {
 	return best, found
 }
 
-func (r *readyIndex) len() int { return r.all.Len() }
+func (r *readyIndex) len() int { return r.n }

@@ -136,7 +136,7 @@ func rebindList(id string, old []protocol.Binding, m *RebindJob) (out []protocol
 }
 
 func (e *queueCore) rebindJob(now uint64, m *RebindJob, reply func(any)) {
-	en := e.jobs[m.ID]
+	en := e.jobs.get(m.ID)
 	if en == nil {
 		if t, ok := e.terminal[m.ID]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
 			st := protocol.StatusCompleted
@@ -158,7 +158,7 @@ func (e *queueCore) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 		e.afterReservation(m.ID, func(now uint64) { e.rebindJob(now, m, reply) })
 		return
 	}
-	j := en.job
+	j := en.full()
 	list, changed, set, err := rebindList(m.ID, j.Budgets, m)
 	if err != nil {
 		reply(err)
@@ -193,16 +193,16 @@ func (e *queueCore) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 // at its (priority, id) place (SPEC §8.3.6). A scheduled job only carries
 // the new bindings.
 func (e *queueCore) applyBindings(en *entry, list []protocol.Binding) {
-	e.unbind(en.job)
-	k := idKey(en.job.ID)
-	e.indexKeys(en.job, k, false)
-	defer func() { e.indexKeys(en.job, k, true) }()
+	e.unbind(en.full())
+	k := idKey(en.full().ID)
+	e.indexKeys(en.full(), k, false)
+	defer func() { e.indexKeys(en.full(), k, true) }()
 	if en.state == stReady || en.state == stParked {
 		e.detach(en)
-		en.job.Budgets = list
+		en.full().Budgets = list
 		e.makeReady(en)
 	} else {
-		en.job.Budgets = list
+		en.full().Budgets = list
 	}
-	e.bind(en.job)
+	e.bind(en.full())
 }

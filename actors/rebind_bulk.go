@@ -72,12 +72,13 @@ func (e *queueCore) rebindJobs(now uint64, m *RebindJobs, reply func(any)) {
 	resp := &RebindJobsResponse{Blocked: []string{}}
 	u := &undoLog{}
 	single := &RebindJob{Op: m.Op, Binding: m.Binding}
+	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
 	for _, id := range ids {
-		en := e.jobs[id]
-		if en == nil || (m.Filter != nil && !m.Filter.MatchMeta(en.job, en.job.VisibleStatus(now))) {
+		en := e.jobs.get(id)
+		if en == nil || (m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now))) {
 			continue
 		}
-		list, changed, _, err := rebindList(id, en.job.Budgets, single)
+		list, changed, _, err := rebindList(id, en.budgets(), single)
 		if err != nil || !changed || len(list) > protocol.MaxBindings {
 			continue // already bound (POST), not bound (PATCH), or full
 		}

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"unsafe"
+
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
 )
@@ -21,14 +23,14 @@ func (e *queueCore) storeNewJobs(entries []*entry, batch *persistence.Batch) {
 	jobs := make([]*protocol.Job, len(entries))
 	kept := make([]bool, len(entries))
 	for i, en := range entries {
-		jobs[i] = en.job
-		kept[i] = e.keepPayload(en.job.Payload)
+		jobs[i] = en.full()
+		kept[i] = e.keepPayload(en.full().Payload)
 	}
 	refs := batch.Enqueued(jobs, kept, e.cfg.GroupMinJobs)
 	for i, en := range entries {
 		en.ref = refs[i]
 		if !kept[i] {
-			en.job.Payload = nil
+			en.full().Payload = nil
 		}
 	}
 }
@@ -36,22 +38,42 @@ func (e *queueCore) storeNewJobs(entries []*entry, batch *persistence.Batch) {
 // keepPayload reports whether memory keeps a payload (and counts it if
 // so): while the payload cache has room.
 func (e *queueCore) keepPayload(p []byte) bool {
-	if e.payloadBytes+len(p) > e.cfg.PayloadCacheBytes {
+	if e.payloadBytes+payloadCost(p) > e.cfg.PayloadCacheBytes {
 		return false
 	}
-	e.payloadBytes += len(p)
+	e.payloadBytes += payloadCost(p)
 	return true
+}
+
+// cachedJobBytes is what a job costs more in memory while it keeps its
+// payload: it stays whole (a protocol.Job and its ID string) where it
+// would otherwise be compact (queued_compact.go).
+const cachedJobBytes = int(unsafe.Sizeof(protocol.Job{})) + idStringBytes - int(unsafe.Sizeof(queuedJob{}))
+
+// idStringBytes is the allocation of an ID string (25 bytes: a 32-byte
+// class).
+const idStringBytes = 32
+
+// payloadCost is what keeping payload p costs the payload cache: its bytes
+// and cachedJobBytes, so that the cache's bound holds for small payloads
+// too (16 MiB of 10-byte payloads would otherwise keep 1.6 million whole
+// jobs, 400 MiB).
+func payloadCost(p []byte) int {
+	if p == nil {
+		return 0
+	}
+	return len(p) + cachedJobBytes
 }
 
 // putRecord writes the job's current state.
 func (e *queueCore) putRecord(en *entry, batch *persistence.Batch) {
-	batch.Updated(en.job, &en.ref)
+	batch.Updated(en.full(), &en.ref)
 }
 
 // putDispatched writes that the job was dispatched.
 func (e *queueCore) putDispatched(en *entry, batch *persistence.Batch) {
 	writeUnlink(en, batch)
-	batch.Dispatched(en.job, &en.ref)
+	batch.Dispatched(en.full(), &en.ref)
 }
 
 // deleteRecord removes a job's stored state, its error records included.

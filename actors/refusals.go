@@ -77,14 +77,14 @@ func (e *queueCore) persistOrUndo(batch *persistence.Batch, reply func(any), res
 func (e *queueCore) undoEnqueue(now uint64, stored []*entry, created []string) {
 	var stray *persistence.Batch
 	for _, en := range stored {
-		if e.jobs[en.job.ID] != en {
+		if e.jobs.get(en.full().ID) != en {
 			continue
 		}
 		if en.state == stInFlight {
 			if stray == nil {
 				stray = persistence.NewBatch(e.cfg.DefaultSync)
 			}
-			stray.EnqueueRefused(en.job, en.ref)
+			stray.EnqueueRefused(en.full(), en.ref)
 		}
 		e.forgetJob(now, en)
 	}
@@ -105,17 +105,17 @@ func (e *queueCore) undoEnqueue(now uint64, stored []*entry, created []string) {
 // against its budgets and releases its unique key. Requests that waited for
 // its reservation run after it.
 func (e *queueCore) forgetJob(now uint64, en *entry) {
-	id := en.job.ID
+	id := en.full().ID
 	defer e.runDeferred(now, id)
 	e.detach(en)
-	delete(e.jobs, id)
+	e.jobs.drop(id)
 	en.state = stGone
 	e.slots.release(en)
 	e.unsched(en)
-	e.unbind(en.job)
-	e.releaseUnique(en.job)
-	e.decStored(en.job)
-	e.dropPayload(en.job)
+	e.unbind(en.full())
+	e.releaseUnique(en.full())
+	e.decStored(en.full())
+	e.dropPayload(en.full())
 }
 
 // undoLog keeps what a finishing request (ack, failure, delete, patch)
@@ -135,7 +135,7 @@ type priorJob struct {
 
 // noteJob remembers an unfinished job before the request changes it.
 func (u *undoLog) noteJob(en *entry) {
-	u.jobs = append(u.jobs, priorJob{job: *en.job, ref: en.ref})
+	u.jobs = append(u.jobs, priorJob{job: *en.full(), ref: en.ref})
 }
 
 // noteTerminal remembers a retained finished job before it is deleted.
@@ -170,7 +170,7 @@ func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
 	batch.Revert()
 	for _, p := range u.jobs {
 		id := p.job.ID
-		if en := e.jobs[id]; en != nil {
+		if en := e.jobs.get(id); en != nil {
 			e.forgetJob(now, en) // what the request made of it (failed, patched)
 		}
 		if t, ok := e.terminal[id]; ok {
@@ -178,9 +178,9 @@ func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
 		}
 		j := new(protocol.Job)
 		*j = p.job
-		en := &entry{job: j, ref: p.ref}
-		e.payloadBytes += len(j.Payload)
-		e.jobs[id] = en
+		en := &entry{jb: j, ref: p.ref}
+		e.payloadBytes += payloadCost(j.Payload)
+		e.jobs.put(id, en)
 		e.addStored(j)
 		e.bind(j)
 		e.claimUniqueIfFree(j)
@@ -195,7 +195,7 @@ func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
 	}
 	e.restoreLinks(u.links)
 	for _, t := range u.terminals {
-		if _, ok := e.terminal[t.id]; ok || e.jobs[t.id] != nil {
+		if _, ok := e.terminal[t.id]; ok || e.jobs.get(t.id) != nil {
 			continue
 		}
 		e.addStored(t.meta)

@@ -15,7 +15,7 @@ func (e *queueCore) startReservation(en *entry, s *stream) {
 	// reserve in key order; binding lists are replaced, never changed in
 	// place, so an already sorted one (the usual case) is used as it is
 	r := e.reservations.new()
-	r.bindings = en.job.Budgets
+	r.bindings = en.full().Budgets
 	if !slices.IsSortedFunc(r.bindings, compareBindingKeys) {
 		if len(r.bindings) <= len(r.sorted) {
 			// a few bindings out of order: sort a copy kept in the
@@ -43,7 +43,8 @@ func (e *queueCore) askNext(en *entry) {
 	b := en.resv.bindings[en.resv.idx]
 	last := en.resv.idx == len(en.resv.bindings)-1
 	r := e.msgs.reserves.new()
-	*r = ReserveRequest{Job: JobRef{ID: en.job.ID, Priority: en.job.Priority, Queue: en.job.Queue, Cost: b.Cost, Sole: len(en.resv.bindings) == 1},
+	j := en.full()
+	*r = ReserveRequest{Job: JobRef{ID: j.ID, Priority: j.Priority, Queue: j.Queue, Cost: b.Cost, Sole: len(en.resv.bindings) == 1},
 		Commit: last, entry: e.slots.ref(en)}
 	e.out.toBudget(b.Key, r)
 }
@@ -79,7 +80,7 @@ func (e *queueCore) endReservation(en *entry) {
 // releaseHolds releases the holds a reservation was granted so far.
 func (e *queueCore) releaseHolds(en *entry) {
 	for _, b := range en.resv.bindings[:en.resv.idx] {
-		e.out.toBudget(b.Key, &ReleaseReservation{JobID: en.job.ID})
+		e.out.toBudget(b.Key, &ReleaseReservation{JobID: en.full().ID})
 	}
 }
 
@@ -108,7 +109,7 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 		e.nudge(en.resv.bindings[en.resv.idx+1:])
 		e.endReservation(en)
 		en.state = stParked
-		en.parkedOn = m.Key
+		en.parkOn(m.Key)
 		en.parkedPrio = m.Priority // a patch may change the job's meanwhile
 		en.stream = nil
 		en.resv = nil
@@ -133,7 +134,7 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 		en.resv.idx = len(held)
 		e.releaseHolds(en)
 		if m.Committed {
-			e.out.toBudget(m.Key, &RefundTokens{JobID: en.job.ID, Cost: m.Cost, Incarnation: m.Incarnation})
+			e.out.toBudget(m.Key, &RefundTokens{JobID: en.full().ID, Cost: m.Cost, Incarnation: m.Incarnation})
 		}
 		e.makeReady(en)
 		e.pump(now)
@@ -141,7 +142,7 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 	}
 	for _, b := range held {
 		c := e.msgs.commits.new()
-		c.JobID, c.Cost = en.job.ID, b.Cost
+		c.JobID, c.Cost = en.full().ID, b.Cost
 		e.out.toBudget(b.Key, c)
 	}
 	e.dispatch(now, en, s)
@@ -154,10 +155,10 @@ func (e *queueCore) onJobsWoken(now uint64, m *JobsWoken) {
 	}
 	stale := false
 	for i, id := range m.JobIDs {
-		en := e.jobs[id]
+		en := e.jobs.get(id)
 		debited := i == 0 && m.Debited // prepaid.go
 		switch {
-		case en != nil && en.state == stParked && en.parkedOn == m.Key:
+		case en != nil && en.state == stParked && en.parkedKey() == m.Key:
 			e.makeReady(en)
 			if debited {
 				e.notePool(m.Key, m.Pool) // durable pools (budget_pools.go)
@@ -179,10 +180,10 @@ func (e *queueCore) onJobsWoken(now uint64, m *JobsWoken) {
 
 func (e *queueCore) onJobsDue(now uint64, ids []string) {
 	for _, id := range ids {
-		en := e.jobs[id]
+		en := e.jobs.get(id)
 		// A job re-dated by PATCH after the scheduler sent this stays scheduled.
-		if en != nil && en.state == stScheduled && en.job.ReadyAt <= now {
-			en.job.Status = protocol.StatusReady
+		if en != nil && en.state == stScheduled && en.readyAt() <= now {
+			en.setReady()
 			e.makeReady(en)
 			e.syncSched(en)
 		}
@@ -193,7 +194,7 @@ func (e *queueCore) onJobsDue(now uint64, ids []string) {
 // leaveInFlight takes a job off its stream and returns its tokens.
 func (e *queueCore) leaveInFlight(en *entry) {
 	if s := en.stream; s != nil {
-		delete(s.inFlight, en.job.ID)
+		delete(s.inFlight, en.full().ID)
 		// A job dispatched while its stream's writer was busy waits in the
 		// outbox: it must not be persisted as in flight or delivered now.
 		for i := range s.outbox {
@@ -205,10 +206,10 @@ func (e *queueCore) leaveInFlight(en *entry) {
 	}
 	en.stream = nil
 	e.inFlightTotal--
-	e.disarmTimeout(en.job.ID)
-	for _, b := range en.job.Budgets {
+	e.disarmTimeout(en.full().ID)
+	for _, b := range en.full().Budgets {
 		r := e.msgs.returns.new()
-		*r = ReturnTokens{JobID: en.job.ID, Cost: b.Cost}
+		*r = ReturnTokens{JobID: en.full().ID, Cost: b.Cost}
 		e.out.toBudget(b.Key, r)
 	}
 }
@@ -217,16 +218,16 @@ func (e *queueCore) leaveInFlight(en *entry) {
 func (e *queueCore) detach(en *entry) {
 	switch en.state {
 	case stReady:
-		e.ready.remove(readyItem{key: idKey(en.job.ID), priority: en.job.Priority}, en.job.Queue)
-		e.nudge(en.job.Budgets)
+		e.ready.remove(readyItem{key: en.key(), priority: en.priority()}, en.queue())
+		e.nudge(en.budgets())
 	case stReserving:
 		e.releaseHolds(en)
 		e.nudge(en.resv.bindings[en.resv.idx+1:])
 		e.endReservation(en)
 	case stParked:
-		e.out.toBudget(en.parkedOn, &UnparkJob{JobID: en.job.ID, Priority: en.parkedPrio})
+		e.out.toBudget(en.parkedKey(), &UnparkJob{JobID: en.full().ID, Priority: en.parkedPrio})
 	case stScheduled:
-		e.out.unschedule(en.job.ID)
+		e.out.unschedule(en.id())
 	case stInFlight:
 		e.leaveInFlight(en)
 	}

@@ -43,11 +43,11 @@ func settlementsOf(j *protocol.Job, list []protocol.Settlement, into []pendingSe
 
 // inFlightJob returns the job if it is in flight.
 func (e *queueCore) inFlightJob(id string) (*protocol.Job, bool) {
-	en := e.jobs[id]
+	en := e.jobs.get(id)
 	if en == nil || en.state != stInFlight {
 		return nil, false
 	}
-	return en.job, true
+	return en.full(), true
 }
 
 // ackSettling acks m.IDs; the settle lists of the ids in flight are checked

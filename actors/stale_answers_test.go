@@ -154,7 +154,7 @@ func TestAnswersFromBeforeARestartAreDropped(t *testing.T) {
 	oldDeliveries := openCountingStream(e1)
 	var id string
 	for k := range e1.jobs {
-		id = k
+		id = k.String()
 	}
 	oldB := newInFlightBudget(e1.epoch)
 	staleAnswer := deliver(oldB, out1.take())
@@ -166,7 +166,7 @@ func TestAnswersFromBeforeARestartAreDropped(t *testing.T) {
 		t.Fatalf("two engines share epoch %d", e1.epoch)
 	}
 	e2.loadBudget(protocol.Budget{Key: "b", Allocation: 1, Strategy: inFlightOne.Strategy})
-	j := *e1.jobs[id].job
+	j := *e1.jobs.get(id).look()
 	j.Status = protocol.StatusReady
 	e2.loadJob(0, &j, persistence.Ref{}, persistence.NewBatch(false))
 	e2.finishLoad()
@@ -177,7 +177,7 @@ func TestAnswersFromBeforeARestartAreDropped(t *testing.T) {
 		t.Fatalf("an answer from before the restart acted: reserving %d, in flight %d, old stream deliveries %d, budget messages %d",
 			e2.reservingTotal, e2.inFlightTotal, *oldDeliveries, len(out2.sent))
 	}
-	if st := e2.jobs[id].state; st != stReady {
+	if st := e2.jobs.get(id).state; st != stReady {
 		t.Fatalf("reloaded job is %s after the stale answers, want ready", modelStateName(st))
 	}
 
@@ -186,6 +186,6 @@ func TestAnswersFromBeforeARestartAreDropped(t *testing.T) {
 	answer(e2, deliver(newInFlightBudget(e2.epoch), out2.take()))
 	e2.pump(0)
 	if e2.inFlightTotal != 1 {
-		t.Fatalf("the reloaded job is not in flight after the new budget's grant (in flight %d, state %s)", e2.inFlightTotal, modelStateName(e2.jobs[id].state))
+		t.Fatalf("the reloaded job is not in flight after the new budget's grant (in flight %d, state %s)", e2.inFlightTotal, modelStateName(e2.jobs.get(id).state))
 	}
 }

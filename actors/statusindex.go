@@ -28,25 +28,30 @@ func schedLess(a, b schedItem) bool {
 
 // syncSched puts en in the scheduled set at its current ready_at when its
 // stored status is scheduled and takes it out otherwise. It is idempotent:
-// call it after any change of a job's status or ready_at.
+// call it after any change of a job's status. The set's item is found by
+// the job's ready_at, which therefore must not change while the job is in
+// the set: a change of ready_at takes it out first (unsched), then puts it
+// back (syncSched), as patchEntry does. (The entry does not keep the
+// ready_at it was added with, to stay 64 bytes.)
 func (e *queueCore) syncSched(en *entry) {
-	want := en.job.Status == protocol.StatusScheduled
-	if en.inSched && (!want || en.schedAt != en.job.ReadyAt) {
-		e.sched.Delete(schedItem{en.schedAt, en.job.ID})
-		en.inSched = false
+	want := en.status() == protocol.StatusScheduled
+	if en.flags.has(entryInSched) && !want {
+		e.unsched(en)
 	}
-	if want && !en.inSched {
-		en.schedAt = en.job.ReadyAt
-		en.inSched = true
-		e.sched.ReplaceOrInsert(schedItem{en.schedAt, en.job.ID})
+	if want && !en.flags.has(entryInSched) {
+		en.flags |= entryInSched
+		e.sched.ReplaceOrInsert(schedItem{en.readyAt(), en.id()})
 	}
 }
 
-// unsched takes a job leaving memory out of the scheduled set.
+// unsched takes a job out of the scheduled set (it leaves memory, or its
+// ready_at is about to change).
 func (e *queueCore) unsched(en *entry) {
-	if en.inSched {
-		e.sched.Delete(schedItem{en.schedAt, en.job.ID})
-		en.inSched = false
+	if en.flags.has(entryInSched) {
+		if _, ok := e.sched.Delete(schedItem{en.readyAt(), en.id()}); !ok {
+			panic("actors: a scheduled job's ready_at changed while it was in the scheduled set")
+		}
+		en.flags &^= entryInSched
 	}
 }
 

@@ -18,7 +18,7 @@ func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) 
 	t.Helper()
 	byType := map[string]int{}
 	for _, en := range e.jobs {
-		byType[en.job.Type]++
+		byType[en.look().Type]++
 	}
 	for _, tj := range e.terminal {
 		byType[tj.meta.Type]++
@@ -33,7 +33,7 @@ func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) 
 	}
 	byKey := map[string]int{}
 	for _, en := range e.jobs {
-		for _, b := range en.job.Budgets {
+		for _, b := range en.look().Budgets {
 			byKey[b.Key]++
 		}
 	}
@@ -53,7 +53,7 @@ func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) 
 	for _, now := range nows {
 		want := map[protocol.Status]uint64{}
 		for _, en := range e.jobs {
-			want[en.job.VisibleStatus(now)]++
+			want[en.look().VisibleStatus(now)]++
 		}
 		for _, tj := range e.terminal {
 			if tj.purgeAt == 0 || tj.purgeAt > now {
@@ -112,7 +112,7 @@ func TestStatusIndexMatchesFullScan(t *testing.T) {
 	// Dispatch the ready ones by hand, as TestFailureDecisions does.
 	var inflight []string
 	for _, v := range views {
-		en := e.jobs[v.ID]
+		en := e.jobs.get(v.ID)
 		if en.state == stReady {
 			e.detach(en)
 			e.dispatch(now, en, s)
@@ -148,7 +148,7 @@ func TestStatusIndexMatchesFullScan(t *testing.T) {
 	checkStatusCounts(t, e, "patch ready_at null", nows...)
 
 	for _, v := range views {
-		if en := e.jobs[v.ID]; en != nil {
+		if en := e.jobs.get(v.ID); en != nil {
 			e.applyBindings(en, []protocol.Binding{{Key: "k2", Cost: 1}, {Key: "k3", Cost: 2}})
 			break
 		}

@@ -58,12 +58,12 @@ func (e *queueCore) closeStream(now uint64, id uint64, reply func(any)) {
 	for _, id := range ids {
 		en := s.inFlight[id]
 		e.leaveInFlight(en)
-		en.job.Status = protocol.StatusReady
+		en.full().Status = protocol.StatusReady
 		e.putRecord(en, batch)
 		writeUnlink(en, batch)
-		e.reclaimUnique(en.job)
+		e.reclaimUnique(en.full())
 		e.makeReady(en)
-		e.tracer.job(EventRequeued, en.job, s.id)
+		e.tracer.job(EventRequeued, en.full(), s.id)
 	}
 	s.outbox = nil
 	e.publishConsumed()

@@ -44,7 +44,7 @@ func (e *queueCore) timeoutOf(j *protocol.Job) uint64 {
 
 // armTimeout sets the deadline of a job just dispatched at now.
 func (e *queueCore) armTimeout(now uint64, en *entry) {
-	ms := e.timeoutOf(en.job)
+	ms := e.timeoutOf(en.full())
 	if ms == 0 {
 		return
 	}
@@ -53,7 +53,7 @@ func (e *queueCore) armTimeout(now uint64, en *entry) {
 		t.order = newOrderedSet(schedLess)
 		t.byID = make(map[string]armedTimeout)
 	}
-	id := en.job.ID
+	id := en.full().ID
 	if old, ok := t.byID[id]; ok {
 		t.order.Delete(schedItem{readyAt: old.at, id: id})
 	}
@@ -109,7 +109,7 @@ func (e *queueCore) expireTimeouts(now uint64) {
 		}
 		armed := t.byID[it.id]
 		e.disarmTimeout(it.id)
-		en := e.jobs[it.id]
+		en := e.jobs.get(it.id)
 		if en == nil || en.state != stInFlight {
 			continue // (leaving flight disarms; defensive)
 		}
@@ -125,9 +125,9 @@ func (e *queueCore) expireTimeouts(now uint64) {
 // observeTimedOut counts and traces a job the server fails for its timeout
 // (the failure itself is traced and counted as any failure).
 func (e *queueCore) observeTimedOut(en *entry, msg string) {
-	e.counters(en.job.Queue).timedOut++
+	e.counters(en.full().Queue).timedOut++
 	if e.tracer.on() {
-		ev := Event{Kind: EventTimedOut, Actor: "queue", JobID: en.job.ID, Queue: en.job.Queue, Budgets: bindingKeys(en.job.Budgets), Reason: msg}
+		ev := Event{Kind: EventTimedOut, Actor: "queue", JobID: en.full().ID, Queue: en.full().Queue, Budgets: bindingKeys(en.full().Budgets), Reason: msg}
 		if en.stream != nil {
 			ev.Stream, ev.WorkerID = en.stream.id, en.stream.workerID
 		}

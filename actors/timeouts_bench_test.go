@@ -29,7 +29,7 @@ func BenchmarkJobTimeouts(b *testing.B) {
 			e, _ := testEngine(EngineConfig{DefaultJobTimeout: time.Minute})
 			entries := make([]*entry, n+b.N)
 			for i := range entries {
-				entries[i] = &entry{job: &protocol.Job{ID: testID(i), Queue: "q"}}
+				entries[i] = &entry{jb: &protocol.Job{ID: testID(i), Queue: "q"}}
 			}
 			for i := 0; i < n; i++ {
 				e.armTimeout(uint64(i), entries[i])
@@ -41,7 +41,7 @@ func BenchmarkJobTimeouts(b *testing.B) {
 				en := entries[n+i]
 				e.armTimeout(uint64(n+i), en)
 				// the ack of the job armed longest ago
-				e.disarmTimeout(entries[i].job.ID)
+				e.disarmTimeout(entries[i].full().ID)
 			}
 			// wall time is meaningless on a loaded machine; CPU time is not
 			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")

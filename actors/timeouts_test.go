@@ -33,10 +33,10 @@ func newTimeoutRig(t *testing.T, cfg EngineConfig) *timeoutRig {
 
 // dispatch puts the job in flight on the rig's stream at now.
 func (r *timeoutRig) dispatch(now uint64, j *protocol.Job) *entry {
-	en := r.e.jobs[j.ID]
+	en := r.e.jobs.get(j.ID)
 	if en == nil {
-		en = &entry{job: j}
-		r.e.jobs[j.ID] = en
+		en = &entry{jb: j}
+		r.e.jobs.put(j.ID, en)
 	}
 	r.e.dispatch(now, en, r.s)
 	return en
@@ -81,7 +81,7 @@ func TestJobTimeoutRules(t *testing.T) {
 
 	// a patch while in flight does not move the armed deadline
 	patched := uint32(50)
-	a.job.TimeoutMs = &patched
+	a.full().TimeoutMs = &patched
 
 	e.expireTimeouts(1099)
 	require.Equal(t, stInFlight, a.state, "failed a millisecond early")
@@ -89,30 +89,30 @@ func TestJobTimeoutRules(t *testing.T) {
 
 	e.expireTimeouts(1100)
 	require.Equal(t, stScheduled, a.state)
-	require.Equal(t, uint32(1), a.job.Attempts)
-	require.Equal(t, uint64(1100), a.job.FailedAt)
-	require.Equal(t, uint64(1100+1000), a.job.ReadyAt, "backoff as for any failure")
-	require.NotContains(t, r.s.inFlight, a.job.ID, "the stream's slot is freed")
+	require.Equal(t, uint32(1), a.full().Attempts)
+	require.Equal(t, uint64(1100), a.full().FailedAt)
+	require.Equal(t, uint64(1100+1000), a.full().ReadyAt, "backoff as for any failure")
+	require.NotContains(t, r.s.inFlight, a.full().ID, "the stream's slot is freed")
 	require.Contains(t, e.streams, r.s.id, "the stream stays open")
 	require.Equal(t, 1, e.inFlightTotal)
-	require.Equal(t, map[string]string{a.job.ID: "timed out after 100 ms"}, r.timedOut())
+	require.Equal(t, map[string]string{a.full().ID: "timed out after 100 ms"}, r.timedOut())
 	require.Equal(t, uint64(3000), r.next(t), "the server default for a job without timeout_ms")
 
 	// a late answer finds the job not in flight
 	var last any
-	e.fail(1200, &FailJob{ID: a.job.ID, Req: &protocol.FailureRequest{Message: new(string)}}, func(m any) { last = m })
+	e.fail(1200, &FailJob{ID: a.full().ID, Req: &protocol.FailureRequest{Message: new(string)}}, func(m any) { last = m })
 	require.ErrorIs(t, last.(error), protocol.ErrNotInFlight)
 
 	// the retry's dispatch arms the patched timeout
 	a.state = stReady
-	r.dispatch(2100, a.job)
+	r.dispatch(2100, a.full())
 	require.Equal(t, uint64(2150), r.next(t))
 	e.expireTimeouts(2150)
-	require.Equal(t, uint32(2), a.job.Attempts)
-	require.Equal(t, map[string]string{a.job.ID: "timed out after 50 ms"}, r.timedOut())
+	require.Equal(t, uint32(2), a.full().Attempts)
+	require.Equal(t, map[string]string{a.full().ID: "timed out after 50 ms"}, r.timedOut())
 
 	// an ack before the deadline disarms it
-	e.ack(2500, []string{b.job.ID}, func(any) {})
+	e.ack(2500, []string{b.full().ID}, func(any) {})
 	_, armed := e.nextTimeout()
 	require.False(t, armed, "an acked job keeps a deadline")
 	e.expireTimeouts(10_000)

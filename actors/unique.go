@@ -13,7 +13,7 @@ func (e *queueCore) holderStatus(key string) (string, protocol.Status) {
 	if !ok {
 		return "", ""
 	}
-	if en := e.jobs[id]; en != nil {
+	if en := e.jobs.get(id); en != nil {
 		switch en.state {
 		case stInFlight:
 			return id, protocol.StatusInFlight
@@ -46,8 +46,8 @@ func duplicateOf(while string, st protocol.Status) bool {
 // holderView is the enqueue response of a duplicate: the holder, without
 // payload, duplicate:true.
 func (e *queueCore) holderView(now uint64, id string) *protocol.JobView {
-	if en := e.jobs[id]; en != nil {
-		return en.job.EnqueueView(now, true, false)
+	if en := e.jobs.get(id); en != nil {
+		return en.full().EnqueueView(now, true, false)
 	}
 	return e.terminal[id].job.EnqueueView(now, true, false)
 }
@@ -117,8 +117,8 @@ func (e *queueCore) dropSupersededHolders() {
 			continue
 		}
 		var while string
-		if en := e.jobs[id]; en != nil {
-			while = en.job.UniqueWhile
+		if en := e.jobs.get(id); en != nil {
+			while = en.full().UniqueWhile
 		} else if t, ok := e.terminal[id]; ok && t.job != nil {
 			while = t.job.UniqueWhile
 		}

@@ -50,7 +50,7 @@ func TestWriteUpgradeFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	size := len(fixturePayload(0))
+	size := payloadCost(fixturePayload(0))
 	// room for two payloads: the third lone job's is stored apart
 	e, stop := startOnDirWith(t, filepath.Join(out, "data"), EngineConfig{PayloadCacheBytes: 2 * size})
 	if _, _, err := e.CreateBudget(ctx, "b1", protocol.Definition{Allocation: 50, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}, false); err != nil {

@@ -1,0 +1,214 @@
+package actors
+
+import (
+	"reflect"
+	"testing"
+	"unsafe"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// look reads en's job without keeping it whole (tests' checks must not
+// change what memory keeps).
+func (en *entry) look() *protocol.Job {
+	var j protocol.Job
+	return en.peek(&j)
+}
+
+// plainTestJob is a plain job with every field a compact form keeps set.
+func plainTestJob() protocol.Job {
+	return protocol.Job{ID: testID(7), Type: "t", Queue: "q", Priority: 3, InGroup: true,
+		Attempts: 2, Status: protocol.StatusScheduled, ReadyAt: 12345}
+}
+
+// TestCompactFormRebuildsThePlainJob checks that a plain job comes back
+// from its compact form exactly, and that every other field of
+// protocol.Job makes a job not plain: a field added to protocol.Job later
+// fails here until plainJob (or the compact form) accounts for it.
+func TestCompactFormRebuildsThePlainJob(t *testing.T) {
+	for _, st := range []protocol.Status{protocol.StatusReady, protocol.StatusScheduled} {
+		j := plainTestJob()
+		j.Status = st
+		if !plainJob(&j) {
+			t.Fatalf("%+v is not plain", j)
+		}
+		var back protocol.Job
+		compactOf(&j, &nameInterner{}).fill(&back)
+		if !reflect.DeepEqual(back, j) {
+			t.Fatalf("rebuilt %+v, want %+v", back, j)
+		}
+	}
+	kept := map[string]bool{"ID": true, "Type": true, "Queue": true, "Priority": true, "InGroup": true,
+		"Attempts": true, "Status": true, "ReadyAt": true}
+	typ := reflect.TypeFor[protocol.Job]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if kept[f.Name] {
+			continue
+		}
+		j := plainTestJob()
+		v := reflect.ValueOf(&j).Elem().Field(i)
+		switch v.Kind() {
+		case reflect.Pointer:
+			v.Set(reflect.New(f.Type.Elem()))
+		case reflect.Slice:
+			v.Set(reflect.MakeSlice(f.Type, 0, 0)) // empty, not nil: not plain either
+		case reflect.String:
+			v.SetString("x")
+		case reflect.Uint64, reflect.Uint32:
+			v.SetUint(1)
+		default:
+			t.Fatalf("field %s (%s): teach this test its non-zero value", f.Name, f.Type)
+		}
+		if plainJob(&j) {
+			t.Errorf("a job with %s set counts as plain: its compact form would lose it", f.Name)
+		}
+	}
+	for _, st := range []protocol.Status{protocol.StatusInFlight, protocol.StatusCompleted, protocol.StatusDead} {
+		j := plainTestJob()
+		j.Status = st
+		if plainJob(&j) {
+			t.Errorf("a job %s counts as plain", st)
+		}
+	}
+}
+
+// TestEntryAccessorsReadBothForms checks the entry's accessors against the
+// full job, in both forms, and that full() keeps the job it rebuilt.
+func TestEntryAccessorsReadBothForms(t *testing.T) {
+	e := newQueueCore(EngineConfig{}, nil, nil, nil, nil)
+	j := plainTestJob()
+	en := &entry{jb: &j, state: stScheduled}
+	check := func(form string) {
+		t.Helper()
+		if en.id() != j.ID || en.queue() != j.Queue || en.priority() != j.Priority || en.status() != j.Status ||
+			en.readyAt() != j.ReadyAt || en.budgets() != nil {
+			t.Fatalf("%s: accessors read %s %s %d %s %d %v, want %+v", form, en.id(), en.queue(), en.priority(), en.status(), en.readyAt(), en.budgets(), j)
+		}
+		for _, now := range []uint64{j.ReadyAt - 1, j.ReadyAt, j.ReadyAt + 1} {
+			if got, want := en.visibleStatus(now), j.VisibleStatus(now); got != want {
+				t.Fatalf("%s: visible status at %d is %s, want %s", form, now, got, want)
+			}
+		}
+	}
+	check("full")
+	e.compact(en)
+	if en.jb != nil || en.q == nil {
+		t.Fatal("a plain scheduled job did not compact")
+	}
+	check("compact")
+	if got := en.look(); !reflect.DeepEqual(*got, j) || en.jb != nil {
+		t.Fatalf("peek gave %+v (and kept it: %v)", *got, en.jb != nil)
+	}
+	en.setReady()
+	j.Status = protocol.StatusReady
+	check("compact, came due")
+	full := en.full()
+	if !reflect.DeepEqual(*full, j) || en.jb != full || en.q != nil || en.full() != full {
+		t.Fatalf("full() = %+v; the entry keeps it: %v", *full, en.jb == full)
+	}
+
+	// only waiting, plain jobs compact
+	for _, st := range []jobState{stReserving, stParked, stInFlight, stGone} {
+		c := j
+		en := &entry{jb: &c, state: st}
+		if e.compact(en); en.jb != &c {
+			t.Errorf("an entry in state %d compacted", st)
+		}
+	}
+	c := j
+	c.Budgets = []protocol.Binding{{Key: "b", Cost: 1}}
+	en = &entry{jb: &c, state: stReady}
+	if e.compact(en); en.jb != &c {
+		t.Error("a bound job compacted")
+	}
+}
+
+// TestModelCompactsWaitingJobs checks that the model test reaches compact
+// entries (a seed whose payload cache holds a few payloads only), so that
+// its checks cover them.
+func TestModelCompactsWaitingJobs(t *testing.T) {
+	ops := 1500
+	if testing.Short() {
+		ops = 300
+	}
+	res := runModel(t, 2, ops, nil)
+	if res.viol != nil {
+		t.Fatalf("seed 2: %v", res.viol)
+	}
+	if res.stats.compact == 0 {
+		t.Fatal("no entry was compact at any quiescent check")
+	}
+	t.Logf("%d compact entries seen at %d checks", res.stats.compact, res.stats.quiescentChecks)
+}
+
+// TestEntrySizes pins the sizes the memory of a queued job depends on: an
+// entry of 64 bytes and a compact job of 48 are whole allocation classes;
+// a byte more costs 16 per queued job.
+func TestEntrySizes(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n > 64 {
+		t.Errorf("entry is %d bytes, want at most 64", n)
+	}
+	if n := unsafe.Sizeof(queuedJob{}); n > 48 {
+		t.Errorf("queuedJob is %d bytes, want at most 48", n)
+	}
+}
+
+// TestPayloadCacheCountsTheWholeJob enqueues 100 jobs with 1-byte payloads
+// into a cache with room for 10 kept payloads: a kept payload costs its
+// job's whole form (cachedJobBytes), so 10 jobs keep theirs and stay
+// whole, and the other 90 wait compact. Counting the payload bytes alone,
+// all 100 would stay whole.
+func TestPayloadCacheCountsTheWholeJob(t *testing.T) {
+	one := []byte("1")
+	e, _ := testEngine(EngineConfig{PayloadCacheBytes: 10 * payloadCost(one), CompactFrom: 1})
+	jobs := make([]*protocol.NewJob, 100)
+	for i := range jobs {
+		jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q", Payload: one}}
+	}
+	e.enqueue(1000, &EnqueueJobs{Jobs: jobs, Bulk: true}, noReply)
+	whole, compact := 0, 0
+	for _, en := range e.jobs {
+		if en.jb != nil {
+			whole++
+			if en.jb.Payload == nil {
+				t.Errorf("job %s is whole without its payload", en.jb.ID)
+			}
+		} else {
+			compact++
+		}
+	}
+	if whole != 10 || compact != 90 || e.payloadBytes != 10*payloadCost(one) {
+		t.Fatalf("%d whole jobs, %d compact, cache counts %d bytes; want 10, 90, %d", whole, compact, e.payloadBytes, 10*payloadCost(one))
+	}
+}
+
+// TestShortQueuesStayWhole checks EngineConfig.CompactFrom: below it, the
+// jobs of an enqueue stay whole; from it on, they compact.
+func TestShortQueuesStayWhole(t *testing.T) {
+	e, _ := testEngine(EngineConfig{CompactFrom: 150})
+	enqueue := func(n int) {
+		jobs := make([]*protocol.NewJob, n)
+		for i := range jobs {
+			jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q"}}
+		}
+		e.enqueue(1000, &EnqueueJobs{Jobs: jobs, Bulk: true}, noReply)
+	}
+	compact := func() int {
+		n := 0
+		for _, en := range e.jobs {
+			if en.jb == nil {
+				n++
+			}
+		}
+		return n
+	}
+	enqueue(100)
+	if n := compact(); n != 0 {
+		t.Fatalf("%d of 100 jobs compact below CompactFrom", n)
+	}
+	enqueue(100)
+	if n := compact(); n != 100 {
+		t.Fatalf("%d of 200 jobs compact, want the 100 enqueued from CompactFrom on", n)
+	}
+}
