@@ -128,7 +128,6 @@ func writeHeapProfile(b *testing.B, path string) {
 // heap's profile there.
 func BenchmarkQueuedMemory(b *testing.B) {
 	n := benchSize("TOLLGATE_BENCH_JOBS", 1_000_000)
-	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	start := func(dir string) (*Engine, func()) {
 		store, err := persistence.Open(persistence.Config{Dir: dir, Logger: log})
@@ -149,16 +148,7 @@ func BenchmarkQueuedMemory(b *testing.B) {
 	e, stop := start(dir)
 	payload := []byte(`{"s":"` + strings.Repeat("x", max(0, benchSize("TOLLGATE_BENCH_PAYLOAD", 100)-8)) + `"}`)
 	began := time.Now()
-	for left := n; left > 0; left -= 1000 {
-		batch := make([]*protocol.NewJob, min(1000, left))
-		for i := range batch {
-			batch[i] = &protocol.NewJob{Job: protocol.Job{Type: "bench", Queue: "q", Priority: protocol.DefaultPriority,
-				Payload: append([]byte(nil), payload...)}}
-		}
-		if _, err := e.Enqueue(ctx, batch, true); err != nil {
-			b.Fatal(err)
-		}
-	}
+	enqueueBenchJobs(b, e, n, payload)
 	enqueueTook := time.Since(began)
 	enqueued := heapInUse()
 	stop()
@@ -192,16 +182,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 	ctx := context.Background()
 	payload := []byte(`{"s":"` + strings.Repeat("x", 92) + `"}`)
 	total := streams * prefetch
-	for left := total; left > 0; left -= 1000 {
-		batch := make([]*protocol.NewJob, min(1000, left))
-		for i := range batch {
-			batch[i] = &protocol.NewJob{Job: protocol.Job{Type: "bench", Queue: "q", Priority: protocol.DefaultPriority,
-				Payload: append([]byte(nil), payload...)}}
-		}
-		if _, err := e.Enqueue(ctx, batch, true); err != nil {
-			b.Fatal(err)
-		}
-	}
+	enqueueBenchJobs(b, e, total, payload)
 	queued := heapInUse()
 	delivered := make(chan int, streams)
 	for range streams {
@@ -222,4 +203,20 @@ func BenchmarkStreamMemory(b *testing.B) {
 	open := heapInUse()
 	b.ReportMetric(float64(open-queued)/float64(streams), "B/stream")
 	b.ReportMetric(float64(open-queued)/float64(total), "B/job-in-flight")
+}
+
+// enqueueBenchJobs enqueues n plain jobs of queue q with the payload, in
+// requests of 1,000.
+func enqueueBenchJobs(b *testing.B, e *Engine, n int, payload []byte) {
+	b.Helper()
+	for left := n; left > 0; left -= 1000 {
+		batch := make([]*protocol.NewJob, min(1000, left))
+		for i := range batch {
+			batch[i] = &protocol.NewJob{Job: protocol.Job{Type: "bench", Queue: "q", Priority: protocol.DefaultPriority,
+				Payload: append([]byte(nil), payload...)}}
+		}
+		if _, err := e.Enqueue(context.Background(), batch, true); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
