@@ -41,7 +41,7 @@ type EngineConfig struct {
 	// bytes and the ~200 bytes its job then costs more (cachedJobBytes).
 	// A job enqueued while there is room keeps its payload in memory until
 	// it finishes; beyond it, only the store has it, read when the job is
-	// written to its stream (Engine.LoadPayloads).
+	// written to its stream (Engine.LoadPayloads). Negative: none is kept.
 	PayloadCacheBytes int
 	// CompactFrom is the count of unfinished jobs from which a waiting job
 	// is kept in its compact form (default 4096; queued_compact.go): below

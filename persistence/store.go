@@ -54,6 +54,9 @@ type Config struct {
 	// Logger receives badger's own log lines at debug level and the
 	// store's errors. Default: slog.Default().
 	Logger *slog.Logger
+	// GroupCacheBytes bounds the decoded job groups kept for payload reads
+	// (default 64 MiB; negative: none).
+	GroupCacheBytes int
 	// MaxGroupBytes bounds one group commit (default 4 MiB).
 	MaxGroupBytes int
 	// GCInterval is the value-log GC period (default 5 minutes).
@@ -100,6 +103,12 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if cfg.MaxGroupBytes <= 0 {
 		cfg.MaxGroupBytes = 4 << 20
+	}
+	switch {
+	case cfg.GroupCacheBytes == 0:
+		cfg.GroupCacheBytes = groupCacheBytes
+	case cfg.GroupCacheBytes < 0:
+		cfg.GroupCacheBytes = 0 // nothing is kept
 	}
 	if cfg.GCInterval <= 0 {
 		cfg.GCInterval = 5 * time.Minute
@@ -171,7 +180,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("persistence.Open %s: %w", filepath.Clean(cfg.Dir), err)
 	}
 	s := &Store{db: db, log: cfg.Logger, cfg: cfg, queue: make(chan *commit, 8192), stop: make(chan struct{}),
-		groups: newGroupCache(groupCacheBytes), space: space,
+		groups: newGroupCache(cfg.GroupCacheBytes), space: space,
 		flushReq: make(chan chan error)}
 	if err := s.checkVersion(); err != nil {
 		_ = db.Close()

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"strconv"
@@ -31,19 +32,23 @@ type serveConfig struct {
 	HeartbeatInterval time.Duration
 	// StreamStallTimeout and StreamBufferLimit close a take stream whose
 	// client stopped reading (SPEC §1.4); a stall timeout of 0 never does.
-	StreamStallTimeout  time.Duration
-	StreamBufferLimit   int64
-	GlobalInFlightLimit int
-	DefaultRetryLimit   uint32
-	BackoffBase         time.Duration
-	BackoffExponent     float64
-	BackoffJitter       time.Duration
-	CompletedRetention  time.Duration
-	DeadRetention       time.Duration
-	ReaperInterval      time.Duration
-	DefaultCommitMode   persistence.CommitMode
-	EnqueueCommitMode   persistence.CommitMode
-	MaxBudgets          int
+	StreamStallTimeout time.Duration
+	StreamBufferLimit  int64
+	// PayloadCacheSize bounds what keeping payloads of unfinished jobs in
+	// memory costs, and GroupCacheSize the decoded job groups the store
+	// keeps for payload reads (bytes; 0 = none).
+	PayloadCacheSize, GroupCacheSize int64
+	GlobalInFlightLimit              int
+	DefaultRetryLimit                uint32
+	BackoffBase                      time.Duration
+	BackoffExponent                  float64
+	BackoffJitter                    time.Duration
+	CompletedRetention               time.Duration
+	DeadRetention                    time.Duration
+	ReaperInterval                   time.Duration
+	DefaultCommitMode                persistence.CommitMode
+	EnqueueCommitMode                persistence.CommitMode
+	MaxBudgets                       int
 	// DefaultJobTimeout fails a job in flight longer than this when it
 	// sets no timeout_ms (SPEC §10.5; default 0 = never).
 	DefaultJobTimeout time.Duration
@@ -219,6 +224,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		HeartbeatInterval:   3 * time.Second,
 		StreamStallTimeout:  60 * time.Second,
 		StreamBufferLimit:   4 << 20,
+		PayloadCacheSize:    16 << 20,
+		GroupCacheSize:      64 << 20,
 		GlobalInFlightLimit: 1024,
 		DefaultRetryLimit:   25,
 		BackoffBase:         15 * time.Second,
@@ -282,6 +289,10 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("stream-stall-timeout", "TOLLGATE_STREAM_STALL_TIMEOUT", "close a take stream whose frames stay unwritten this long; 0 = never")
 	fs.Var(byteSizeValue{&cfg.StreamBufferLimit}, "stream-buffer-limit", "")
 	def("stream-buffer-limit", "TOLLGATE_STREAM_BUFFER_LIMIT", "close a take stream whose unwritten frames exceed this many bytes (or KiB, MiB, GiB)")
+	fs.Var(byteSizeValue{&cfg.PayloadCacheSize}, "payload-cache-size", "")
+	def("payload-cache-size", "TOLLGATE_PAYLOAD_CACHE_SIZE", "memory for payloads of unfinished jobs, bytes (or KiB, MiB, GiB); beyond it payloads are read from the store; 0 = none")
+	fs.Var(byteSizeValue{&cfg.GroupCacheSize}, "group-cache-size", "")
+	def("group-cache-size", "TOLLGATE_GROUP_CACHE_SIZE", "memory for decoded job groups the store keeps for payload reads, bytes (or KiB, MiB, GiB); 0 = none")
 	fs.IntVar(&cfg.GlobalInFlightLimit, "global-in-flight-limit", cfg.GlobalInFlightLimit, "")
 	fs.IntVar(&cfg.GlobalInFlightLimit, "l", cfg.GlobalInFlightLimit, "")
 	def("global-in-flight-limit", "TOLLGATE_GLOBAL_IN_FLIGHT_LIMIT", "server-wide in-flight cap (-l); 0 = none")
@@ -393,6 +404,10 @@ func (c *serveConfig) validate() error {
 		return errorf("invalid --log-max-files %d: must be at least 1", c.LogMaxFiles)
 	case c.StreamBufferLimit <= 0:
 		return errorf("invalid --stream-buffer-limit: must be at least 1 byte")
+	case c.PayloadCacheSize < 0 || c.PayloadCacheSize > math.MaxInt32:
+		return errorf("invalid --payload-cache-size %d: must be from 0 to 2GiB", c.PayloadCacheSize)
+	case c.GroupCacheSize < 0 || c.GroupCacheSize > math.MaxInt32:
+		return errorf("invalid --group-cache-size %d: must be from 0 to 2GiB", c.GroupCacheSize)
 	}
 	for _, o := range c.AllowOrigins {
 		if err := checkOrigin(o); err != nil {

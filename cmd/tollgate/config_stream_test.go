@@ -38,3 +38,29 @@ func TestStreamStallFlags(t *testing.T) {
 		require.Error(t, err, "%v", bad)
 	}
 }
+
+// TestCacheSizeFlags: the payload and group cache bounds, their defaults,
+// 0 for none (handed to the engine and the store as -1), and the range.
+func TestCacheSizeFlags(t *testing.T) {
+	cfg, err := parseServe(nil, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, int64(16<<20), cfg.PayloadCacheSize)
+	require.Equal(t, int64(64<<20), cfg.GroupCacheSize)
+
+	t.Setenv("TOLLGATE_GROUP_CACHE_SIZE", "8MiB")
+	cfg, err = parseServe([]string{"--payload-cache-size", "0"}, io.Discard)
+	require.NoError(t, err)
+	require.Zero(t, cfg.PayloadCacheSize)
+	require.Equal(t, int64(8<<20), cfg.GroupCacheSize)
+	require.Equal(t, -1, cacheBound(cfg.PayloadCacheSize), "0 reaches the engine as none, not as its default")
+	require.Equal(t, 8<<20, cacheBound(cfg.GroupCacheSize))
+
+	for _, bad := range [][]string{
+		{"--payload-cache-size", "-1"},
+		{"--payload-cache-size", "3GiB"},
+		{"--group-cache-size", "lots"},
+	} {
+		_, err := parseServe(bad, io.Discard)
+		require.Error(t, err, "%v", bad)
+	}
+}

@@ -166,7 +166,8 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	if slowCommit == 0 {
 		slowCommit = -1 // never
 	}
-	store, err := persistence.Open(persistence.Config{Dir: filepath.Join(rootDir, "data"), Logger: log.With("component", "store"), SlowCommit: slowCommit})
+	store, err := persistence.Open(persistence.Config{Dir: filepath.Join(rootDir, "data"), Logger: log.With("component", "store"), SlowCommit: slowCommit,
+		GroupCacheBytes: cacheBound(cfg.GroupCacheSize)})
 	if err != nil {
 		return err
 	}
@@ -192,6 +193,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 			DefaultSync:        cfg.DefaultCommitMode == persistence.Fsync,
 			ReaperInterval:     cfg.ReaperInterval,
 			DefaultJobTimeout:  cfg.DefaultJobTimeout,
+			PayloadCacheBytes:  cacheBound(cfg.PayloadCacheSize),
 		},
 	})
 	if err != nil {
@@ -359,4 +361,13 @@ func servePprof(addr string, log *slog.Logger) error {
 	log.Info("pprof listening", "addr", ln.Addr().String())
 	go func() { _ = http.Serve(ln, mux) }()
 	return nil
+}
+
+// cacheBound is a cache size flag as the engine and the store take it,
+// where 0 means their default: a flag of 0 (no cache) becomes -1.
+func cacheBound(flag int64) int {
+	if flag == 0 {
+		return -1
+	}
+	return int(flag)
 }
