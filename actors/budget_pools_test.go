@@ -127,7 +127,7 @@ func TestPoolNoteNeverAboveTruth(t *testing.T) {
 				}
 			default: // a final debit whose job did not dispatch
 				if n := len(committed); n > 0 && committed[n-1].Cost > 0 {
-					b.refund(now, committed[n-1].Cost)
+					b.refund(now, committed[n-1].ID, committed[n-1].Cost)
 					committed = committed[:n-1]
 				}
 			}

@@ -75,10 +75,7 @@ func (b *budgetCore) step(now uint64, msg budgetMsg, out *stepOutput) {
 		if m.Incarnation != b.incarnation {
 			return // another budget of this key made the debit
 		}
-		woken, ok := b.refundProvisional(now, m.JobID, m.Cost)
-		if !ok {
-			woken = b.refund(now, m.Cost)
-		}
+		woken := b.refund(now, m.JobID, m.Cost)
 		b.traceJob(out, now, EventRelease, m.JobID)
 		b.wake(now, out, woken, "release")
 	case *SettleCost:

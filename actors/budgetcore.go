@@ -243,17 +243,22 @@ func (b *budgetCore) debit(cost uint32) {
 	b.dispatches++
 }
 
-// refund undoes a debit whose job was not dispatched after all: the cost
-// leaves flight and, for time_based, returns to the level (which never
-// rises above capacity).
-func (b *budgetCore) refund(now uint64, cost uint32) []string {
+// refund undoes job's debit, whose job was not dispatched after all: the
+// cost leaves flight and, for time_based, returns to the level (which never
+// rises above capacity). The refund of a wake's provisional debit puts the
+// level back to its shadow instead (prepaid.go).
+func (b *budgetCore) refund(now uint64, jobID string, cost uint32) []string {
 	b.settle(now)
 	if uint64(cost) > b.inFlight {
 		b.inFlight = 0
 	} else {
 		b.inFlight -= uint64(cost)
 	}
-	if b.def.Strategy.Type == protocol.TimeBased {
+	switch {
+	case b.prov != nil && b.prov.jobID == jobID:
+		b.level = b.prov.shadow
+		b.prov = nil
+	case b.def.Strategy.Type == protocol.TimeBased:
 		b.level = math.Min(float64(b.def.Capacity()), b.level+float64(cost))
 		b.shadowCredit(float64(cost))
 	}

@@ -49,7 +49,7 @@ func TestFinalReservationDebitsAtOnce(t *testing.T) {
 	if wif.reserve(atMs(0), ref("d", 1, 1), true).granted {
 		t.Fatal("granted past the allocation")
 	}
-	if woken := wif.refund(atMs(0), 1); len(woken) != 1 || woken[0] != "d" || wif.inFlight != 2 || wif.dispatches != 2 {
+	if woken := wif.refund(atMs(0), "c", 1); len(woken) != 1 || woken[0] != "d" || wif.inFlight != 2 || wif.dispatches != 2 {
 		t.Fatalf("refund woke %v, in flight %d, dispatches %d", woken, wif.inFlight, wif.dispatches)
 	}
 
@@ -57,7 +57,7 @@ func TestFinalReservationDebitsAtOnce(t *testing.T) {
 	if !tb.reserve(atMs(0), ref("a", 1, 4), true).granted || math.Abs(tb.tokens(atMs(0))-6) > 1e-9 {
 		t.Fatalf("time_based final reservation: %v tokens left", tb.tokens(atMs(0)))
 	}
-	tb.refund(atMs(100), 4) // 0.1 s later the level had dripped back up to 7
+	tb.refund(atMs(100), "a", 4) // 0.1 s later the level had dripped back up to 7
 	if got := tb.tokens(atMs(100)); math.Abs(got-10) > 1e-9 {
 		t.Fatalf("after the refund %v tokens, want the capacity 10", got)
 	}

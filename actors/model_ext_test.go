@@ -134,8 +134,16 @@ func (s *sim) doHold(op simOp) {
 			s.ext.drains++
 		}
 	}
+	s.expectHoldVerdict(op, exists, "put hold", func(reply func(any)) {
+		s.eng.putHold(s.now, &PutHold{Key: op.Key, Req: req}, reply)
+	})
+}
+
+// expectHoldVerdict runs a hold operation and checks that it was answered,
+// accepted exactly when the budget exists in the model.
+func (s *sim) expectHoldVerdict(op simOp, exists bool, what string, run func(reply func(any))) {
 	replied := false
-	s.eng.putHold(s.now, &PutHold{Key: op.Key, Req: req}, func(m any) {
+	run(func(m any) {
 		replied = true
 		_, ok := m.(*Done)
 		if ok != exists {
@@ -143,7 +151,7 @@ func (s *sim) doHold(op simOp) {
 		}
 	})
 	if !replied {
-		s.fail("no-reply", "put hold was never answered")
+		s.fail("no-reply", "%s was never answered", what)
 	}
 }
 
@@ -155,17 +163,9 @@ func (s *sim) doUnhold(op simOp) {
 		}
 		delete(s.ext.holds, op.Key)
 	}
-	replied := false
-	s.eng.deleteHold(s.now, &DeleteHold{Key: op.Key}, func(m any) {
-		replied = true
-		_, ok := m.(*Done)
-		if ok != exists {
-			s.fail("hold-verdict", "%s accepted=%v, model expected %v (%v)", op, ok, exists, m)
-		}
+	s.expectHoldVerdict(op, exists, "delete hold", func(reply func(any)) {
+		s.eng.deleteHold(s.now, &DeleteHold{Key: op.Key}, reply)
 	})
-	if !replied {
-		s.fail("no-reply", "delete hold was never answered")
-	}
 }
 
 // settleLists builds the settle lists of an ack or failure of jobs (by

@@ -67,23 +67,6 @@ func (b *budgetCore) shadowCredit(delta float64) {
 	}
 }
 
-// refundProvisional takes back a provisional debit the queue did not use:
-// the level becomes what it would be without it. It reports false when
-// jobID's debit is not the provisional one (an ordinary refund).
-func (b *budgetCore) refundProvisional(now uint64, jobID string, cost uint32) ([]string, bool) {
-	if b.prov == nil || b.prov.jobID != jobID {
-		return nil, false
-	}
-	b.settle(now)
-	b.level = b.prov.shadow
-	b.prov = nil
-	b.inFlight -= min(b.inFlight, uint64(cost))
-	if b.dispatches > 0 {
-		b.dispatches--
-	}
-	return b.evaluate(now), true
-}
-
 // PrepaidDispatched tells a budget that the job its wake debited was
 // dispatched: the debit stands (no longer provisional).
 type PrepaidDispatched struct {

@@ -46,7 +46,7 @@ func TestSettleCostRules(t *testing.T) {
 	// the other paths keep a debt a debt
 	d := newBudgetCore("d", timeBased(10, 1000, 0), start, nil)
 	d.settleCost(start, 0, 40) // level -30
-	d.refund(start, 2)
+	d.refund(start, "x", 2)
 	require.InDelta(t, -28, d.level, 1e-9, "a refund adds what it gives back, no more")
 	d.update(start, timeBased(10, 1000, 5))
 	require.InDelta(t, -28, d.level, 1e-9, "a smaller capacity does not clear a debt")
