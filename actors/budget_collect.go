@@ -236,7 +236,7 @@ func (e *queueCore) flushIdle(now uint64) {
 
 // collectable reports whether a budget may be collected once fresh.
 func (e *queueCore) collectable(be *budgetEntry) bool {
-	return e.cfg.BudgetIdleTTL > 0 && be.life.onTheFly && be.boundTotal == 0 && len(e.cron.claims[be.budget.Key]) == 0
+	return e.cfg.BudgetIdleTTL > 0 && !e.loading && be.life.onTheFly && be.boundTotal == 0 && len(e.cron.claims[be.budget.Key]) == 0
 }
 
 func (e *queueCore) idleTTL() uint64 { return uint64(e.cfg.BudgetIdleTTL.Milliseconds()) }

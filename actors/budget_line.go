@@ -48,6 +48,9 @@ func (*budgetLineQuery) isBudgetMsg() {}
 // BudgetLine returns the first limit jobs parked on the budget key, in the
 // order the budget will serve them.
 func (e *Engine) BudgetLine(ctx context.Context, key string, limit int) (*BudgetLine, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	res, err := e.call(ctx, &budgetLineQuery{Key: key, Limit: limit})
 	if err != nil {
 		return nil, err
@@ -62,6 +65,9 @@ func (e *Engine) BudgetLine(ctx context.Context, key string, limit int) (*Budget
 // BudgetStates returns the live pool of every budget, by key, without the
 // walk over every job that Metrics makes for its queue counts.
 func (e *Engine) BudgetStates(ctx context.Context) ([]BudgetState, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	bs, err := e.Budgets(ctx)
 	if err != nil {
 		return nil, err

@@ -44,6 +44,9 @@ func (e *queueCore) pump(now uint64) {
 		e.pumpWanted = true
 		return
 	}
+	if e.loading { // the queues' indexes are not complete yet
+		return
+	}
 	if len(e.order) > 0 && e.ready.len() > 0 {
 		n := len(e.order)
 		start := e.rr % n

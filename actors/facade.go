@@ -59,7 +59,8 @@ type Engine struct {
 	clock   Clock
 	timeout time.Duration
 	tracer  *Tracer
-	stats   StartupStats
+	// gate opens once the stored jobs are loaded (background_load.go)
+	gate *loadGate
 	// cronStats counts cron firings (cron_groups.go)
 	cronStats *CronStats
 	folds     *folder // batched enqueues (fold.go)
@@ -69,13 +70,14 @@ type Engine struct {
 	stopOnce sync.Once
 }
 
-// loadTimeout bounds the rebuild of memory from the store at start: far
-// above what any store this server can hold takes (a million jobs took
-// 10-60 s on a busy 2-core machine), only so that a wedged start ends.
-const loadTimeout = time.Hour
+// startTimeout bounds the part of the start that reads the store before
+// serving (budgets, pool levels, holds, cron groups): far above what a
+// store this server can hold takes, only so that a wedged start ends.
+const startTimeout = time.Hour
 
-// Start spawns the actors, rebuilds memory from the store and returns when
-// the engine is ready to serve.
+// Start spawns the actors, reads the budgets and cron groups back from the
+// store and returns when the engine serves; the stored jobs load in the
+// background (Loaded), and requests that need them wait.
 func Start(cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -115,6 +117,7 @@ func Start(cfg Config) (*Engine, error) {
 		root:         system.Root,
 		cronStats:    &CronStats{},
 		folds:        newFolder(),
+		gate:         newLoadGate(),
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return qa },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(3, time.Minute, actor.DefaultDecider)))
@@ -124,10 +127,10 @@ func Start(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("actors.Start: spawn queue: %w", err)
 	}
 	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer, cronStats: qa.cronStats,
-		folds: qa.folds, exact: exact}
-	// the load takes as long as the store is large: it is not a request,
-	// and RequestTimeout does not bound it (loadTimeout does)
-	res, err := e.system.Root.RequestFuture(e.queue, &startupStatsRequest{}, loadTimeout).Result()
+		folds: qa.folds, exact: exact, gate: qa.gate}
+	// budgets and cron groups are read as the actor starts: not a
+	// request, so RequestTimeout does not bound it (startTimeout does)
+	res, err := e.system.Root.RequestFuture(e.queue, &startedRequest{}, startTimeout).Result()
 	if err == nil {
 		if rerr, ok := res.(error); ok {
 			err = rerr
@@ -137,12 +140,36 @@ func Start(cfg Config) (*Engine, error) {
 		e.Stop()
 		return nil, fmt.Errorf("actors.Start: load: %w", err)
 	}
-	e.stats = *res.(*StartupStats)
 	return e, nil
 }
 
-// Stats returns what recovery found at start.
-func (e *Engine) Stats() StartupStats { return e.stats }
+// Loaded is closed once every stored job is loaded and what their recovery
+// changed is durable, or the load failed (LoadErr).
+func (e *Engine) Loaded() <-chan struct{} { return e.gate.done }
+
+// LoadErr is why the load of the stored jobs failed, once Loaded is closed
+// (nil when it succeeded). The engine cannot serve after a failed load.
+func (e *Engine) LoadErr() error {
+	select {
+	case <-e.gate.done:
+		return e.gate.err
+	default:
+		return nil
+	}
+}
+
+// Stats waits for the stored jobs to load and returns what recovery found.
+func (e *Engine) Stats() StartupStats {
+	<-e.gate.done
+	return e.gate.stats
+}
+
+// whenLoaded waits for the stored jobs to load, for requests that need a
+// complete index: unique keys, queries and counts, budget guards (SPEC
+// §3.9). Plain enqueues, acks, failures and streams do not wait.
+func (e *Engine) whenLoaded(ctx context.Context) error {
+	return e.gate.wait(ctx)
+}
 
 // Tracer returns the engine's tracer.
 func (e *Engine) Tracer() *Tracer { return e.tracer }
@@ -150,6 +177,7 @@ func (e *Engine) Tracer() *Tracer { return e.tracer }
 // Stop stops every actor. It is safe to call more than once.
 func (e *Engine) Stop() {
 	e.stopOnce.Do(func() {
+		e.gate.halt() // the scanner reads the store, which closes after this
 		_ = e.system.Root.StopFuture(e.queue).Wait()
 		e.system.Shutdown()
 		if e.exact != nil {
@@ -185,6 +213,16 @@ func (e *Engine) now() uint64 { return millis(e.clock.Now()) }
 func (e *Engine) Enqueue(ctx context.Context, jobs []*protocol.NewJob, bulk bool) ([]*protocol.JobView, error) {
 	if err := e.store.Admit(); err != nil {
 		return nil, err
+	}
+	for _, nj := range jobs {
+		// a unique key is checked against every stored job, and a batch
+		// against its pending job
+		if nj.Job.UniqueKey != "" || nj.Job.Batch != nil {
+			if err := e.whenLoaded(ctx); err != nil {
+				return nil, err
+			}
+			break
+		}
 	}
 	for _, nj := range jobs {
 		if nj.Job.Batch != nil {
@@ -231,6 +269,9 @@ func (e *Engine) LoadPayloads(jobs []protocol.Job) ([]protocol.Job, error) {
 
 // GetJob reads a job from the store (with payload).
 func (e *Engine) GetJob(ctx context.Context, id string) (*protocol.JobView, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	j, err := e.store.GetJob(id)
 	if err != nil {
 		return nil, err
@@ -246,18 +287,27 @@ func (e *Engine) GetJob(ctx context.Context, id string) (*protocol.JobView, erro
 
 // DeleteJob deletes a job in any status.
 func (e *Engine) DeleteJob(ctx context.Context, id string) error {
+	if err := e.whenLoaded(ctx); err != nil {
+		return err
+	}
 	_, err := e.call(ctx, &DeleteJob{ID: id})
 	return err
 }
 
 // Reset deletes every job and budget.
 func (e *Engine) Reset(ctx context.Context) error {
+	if err := e.whenLoaded(ctx); err != nil {
+		return err
+	}
 	_, err := e.call(ctx, &ResetAll{})
 	return err
 }
 
 // Queues lists the distinct queue names of stored jobs.
 func (e *Engine) Queues(ctx context.Context) ([]string, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	res, err := e.call(ctx, &ListQueues{})
 	if err != nil {
 		return nil, err
@@ -318,6 +368,11 @@ func (e *Engine) CreateBudget(ctx context.Context, key string, def protocol.Defi
 	if err := e.store.Admit(); err != nil {
 		return nil, false, err
 	}
+	if replace { // a shrink is checked against the jobs bound to it
+		if err := e.whenLoaded(ctx); err != nil {
+			return nil, false, err
+		}
+	}
 	res, err := e.call(ctx, &CreateBudget{Key: key, Definition: def, Replace: replace})
 	if err != nil {
 		return nil, false, err
@@ -328,6 +383,9 @@ func (e *Engine) CreateBudget(ctx context.Context, key string, def protocol.Defi
 
 // PatchBudget merges a patch onto a budget.
 func (e *Engine) PatchBudget(ctx context.Context, key string, p *protocol.BudgetPatch) (*protocol.Budget, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	if err := e.store.Admit(); err != nil {
 		return nil, err
 	}
@@ -341,12 +399,18 @@ func (e *Engine) PatchBudget(ctx context.Context, key string, p *protocol.Budget
 
 // DeleteBudget deletes a budget.
 func (e *Engine) DeleteBudget(ctx context.Context, key string) error {
+	if err := e.whenLoaded(ctx); err != nil {
+		return err
+	}
 	_, err := e.call(ctx, &DeleteBudget{Key: key})
 	return err
 }
 
 // BudgetState returns the live state of a budget's pool.
 func (e *Engine) BudgetState(ctx context.Context, key string) (*BudgetState, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	res, err := e.call(ctx, &budgetStateQuery{Key: key})
 	if err != nil {
 		return nil, err

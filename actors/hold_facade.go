@@ -9,6 +9,9 @@ import (
 // HoldBudget holds a budget (SPEC §10.2) and returns its state once the
 // hold is durable and applied.
 func (e *Engine) HoldBudget(ctx context.Context, key string, req protocol.HoldRequest) (*BudgetState, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	if err := e.store.Admit(); err != nil {
 		return nil, err
 	}
@@ -20,6 +23,9 @@ func (e *Engine) HoldBudget(ctx context.Context, key string, req protocol.HoldRe
 
 // ReleaseBudget lifts a budget's hold.
 func (e *Engine) ReleaseBudget(ctx context.Context, key string) error {
+	if err := e.whenLoaded(ctx); err != nil {
+		return err
+	}
 	_, err := e.call(ctx, &DeleteHold{Key: key})
 	return err
 }

@@ -1,4 +1,5 @@
-// Loading: rebuilding the queue core from the store at start-up.
+// Loading: rebuilding the queue core from the store at start-up, one
+// stored job at a time (background_load.go feeds them).
 
 package actors
 
@@ -22,6 +23,9 @@ func (e *queueCore) loadJob(now uint64, j *protocol.Job, ref persistence.Ref, ba
 		// could not order it
 		e.log.Error("stored job with a malformed ID left out", "job_id", j.ID)
 		return false
+	}
+	if e.enqueuedWhileLoading && e.jobs.get(j.ID) != nil {
+		return false // enqueued since the start, and found by the scan too
 	}
 	e.internNames(j)
 	e.noteLoadedKey(j)

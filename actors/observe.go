@@ -499,6 +499,9 @@ func (e *Engine) Metrics(ctx context.Context) (*Metrics, error) {
 // MetricsBounded is Metrics with the per-budget states bounded to the
 // budgetSeries budgets with the most unfinished jobs bound (0: all).
 func (e *Engine) MetricsBounded(ctx context.Context, budgetSeries int) (*Metrics, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	res, err := e.call(ctx, &MetricsRequest{BudgetSeries: budgetSeries})
 	if err != nil {
 		return nil, err

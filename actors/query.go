@@ -125,6 +125,9 @@ func (e *Engine) readMatching(ctx context.Context, f *protocol.JobFilter, ids []
 // from memory; only the records on the page (and, with a jq filter, the
 // candidates it runs on) are read from the store.
 func (e *Engine) ListJobs(ctx context.Context, f *protocol.JobFilter, from string, desc bool, limit int) ([]*protocol.JobView, bool, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, false, err
+	}
 	now := e.now()
 	out := []*protocol.JobView{}
 	more := false
@@ -147,6 +150,9 @@ func (e *Engine) ListJobs(ctx context.Context, f *protocol.JobFilter, from strin
 // CountJobs counts visible jobs matching f: from the actor's counters and
 // records alone unless a jq program must read payloads.
 func (e *Engine) CountJobs(ctx context.Context, f *protocol.JobFilter) (uint64, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return 0, err
+	}
 	var n uint64
 	if f.Filter != "" {
 		err := e.matchIDs(ctx, f, "", false, queryBatch, func(ids []string) (bool, error) {
@@ -200,6 +206,9 @@ func (e *Engine) forEachBatch(ctx context.Context, f *protocol.JobFilter, do fun
 
 // DeleteJobs deletes every visible job matching f and returns how many.
 func (e *Engine) DeleteJobs(ctx context.Context, f *protocol.JobFilter) (int, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return 0, err
+	}
 	return e.forEachBatch(ctx, f, func(ids []string) (int, error) {
 		res, err := e.call(ctx, &DeleteJobs{IDs: ids, Filter: f})
 		if err != nil {
@@ -211,6 +220,9 @@ func (e *Engine) DeleteJobs(ctx context.Context, f *protocol.JobFilter) (int, er
 
 // PatchJob patches one job and returns it without payload.
 func (e *Engine) PatchJob(ctx context.Context, id string, p *protocol.JobPatch) (*protocol.JobView, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	res, err := e.call(ctx, &PatchJobs{IDs: []string{id}, Patch: p, Single: true})
 	if err != nil {
 		return nil, err
@@ -221,6 +233,9 @@ func (e *Engine) PatchJob(ctx context.Context, id string, p *protocol.JobPatch) 
 // PatchJobs patches every unfinished visible job matching f and returns how
 // many.
 func (e *Engine) PatchJobs(ctx context.Context, f *protocol.JobFilter, p *protocol.JobPatch) (int, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return 0, err
+	}
 	return e.forEachBatch(ctx, f, func(ids []string) (int, error) {
 		res, err := e.call(ctx, &PatchJobs{IDs: ids, Filter: f, Patch: p})
 		if err != nil {
@@ -233,6 +248,9 @@ func (e *Engine) PatchJobs(ctx context.Context, f *protocol.JobFilter, p *protoc
 // JobErrors returns up to limit error records of a visible job after the
 // attempt cursor, and whether more follow.
 func (e *Engine) JobErrors(ctx context.Context, id string, from uint32, hasFrom, desc bool, limit int) ([]protocol.ErrorRecord, bool, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, false, err
+	}
 	if err := e.visibleJob(id); err != nil {
 		return nil, false, err
 	}
@@ -252,6 +270,9 @@ func (e *Engine) JobErrors(ctx context.Context, id string, from uint32, hasFrom,
 
 // JobError returns one error record of a visible job.
 func (e *Engine) JobError(ctx context.Context, id string, attempt uint32) (*protocol.ErrorRecord, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	if err := e.visibleJob(id); err != nil {
 		return nil, err
 	}

@@ -1,9 +1,9 @@
 package actors
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -56,7 +56,17 @@ type queueActor struct {
 	incarnations map[string]uint64
 	peaks        actorPeaks // for making sparse maps afresh (map_shrink.go)
 	stats        StartupStats
-	loadErr      error
+	loadErr      error // the start's own loads failed (budgets, crons)
+	// gate opens when the background load of jobs ends (background_load.go);
+	// loadBatch collects that load's writes, lateCron the cron firings due
+	// while it runs; scanGen numbers the scans, so a restarted actor drops
+	// the chunks of the scan before it, which scanCancel ends.
+	gate        *loadGate
+	loadBatch   *persistence.Batch
+	loadStarted time.Time
+	lateCron    []CronSlot
+	scanGen     uint64
+	scanCancel  chan struct{}
 	// collectCancel cancels the armed collect timer (budget_collect.go).
 	collectCancel func()
 	// releaseCancel cancels the armed release timer (memory_release.go).
@@ -83,9 +93,11 @@ type StartupStats struct {
 	Budgets   int
 }
 
-type startupStatsRequest struct{}
+// startedRequest asks whether the queue actor started: it answers nil, or
+// the error that stopped it from loading the budgets and cron groups.
+type startedRequest struct{}
 
-func (*startupStatsRequest) isQueueMsg() {}
+func (*startedRequest) isQueueMsg() {}
 
 func (a *queueActor) Receive(ctx actor.Context) {
 	a.ctx = ctx
@@ -106,15 +118,22 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 		a.start(ctx, now)
 	case *actor.Stopping, *actor.Restarting:
 		a.stopBudgetActors() // they are not its children (spawnBudget)
+		a.cancelScan()
 	case *actor.Stopped, *actor.Terminated:
 		// A child (scheduler, cron actor) stopped: shutdown stops them on
 		// purpose.
-	case *startupStatsRequest:
-		if a.loadErr != nil {
-			ctx.Respond(a.loadErr)
-			return
+	case *startedRequest:
+		ctx.Respond(a.loadErr) // nil: started, and loading jobs
+	case *loadChunk:
+		if m.gen == a.scanGen {
+			a.onLoadChunk(m, now)
 		}
-		ctx.Respond(&a.stats)
+	case *loadScanned:
+		if m.gen == a.scanGen {
+			a.onLoadScanned(m, now)
+		}
+	case *loadCommitted:
+		a.onLoadCommitted(m)
 	case *EnqueueJobs:
 		if m.Cron != nil {
 			a.eng.fireCronPlanned(now, m, a.replier(ctx))
@@ -206,6 +225,10 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 	case *JobWaitingRequest:
 		a.onJobWaiting(ctx, m)
 	case *CronDue:
+		if a.eng.loading { // fired once the unique keys are known
+			a.lateCron = append(a.lateCron, m.Slots...)
+			return
+		}
 		a.eng.onCronDue(now, m.Slots)
 	case *ListCronGroups:
 		ctx.Respond(a.eng.listCronGroups())
@@ -268,9 +291,10 @@ func (a *queueActor) replier(ctx actor.Context) func(any) {
 	}
 }
 
-// start rebuilds memory from the store (SPEC §3.9): budgets, then jobs;
-// in-flight jobs return to ready and that change is committed before the
-// actor serves anything.
+// start rebuilds memory from the store (SPEC §3.9): budgets, their pools
+// and holds, and cron groups before the actor serves anything; then the
+// jobs, in the background (background_load.go), or at once when the actor
+// restarts after a panic and the server already serves a complete state.
 func (a *queueActor) start(ctx actor.Context, now uint64) {
 	a.budgets = make(map[string]*outLink[budgetMsg])
 	a.incarnations = make(map[string]uint64)
@@ -283,24 +307,23 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	}))
 	a.eng = newQueueCore(a.cfg, a, a.log, a.consumed, a.tracer)
 	a.eng.cron.stats = a.cronStats
+	a.stats = StartupStats{}
+	a.lateCron = nil
 	if err := a.load(now); err != nil {
 		a.loadErr = err
+		a.gate.finish(a.stats, err)
 		return
 	}
-	for _, en := range a.eng.jobs {
-		if en.state == stScheduled {
-			a.stats.Scheduled++
-		} else {
-			a.stats.Ready++
-		}
+	select {
+	case <-a.gate.done:
+		a.reloadJobs(now)
+	default:
+		a.startJobScan()
 	}
-	a.stats.Retained = len(a.eng.terminal)
-	a.stats.Budgets = len(a.eng.budgets)
-	a.armReaper()
 }
 
-// load rebuilds the queue core from the store: budgets, their stored pool
-// levels and holds, cron groups, then jobs and batch links.
+// load rebuilds what the queue core needs before it serves: budgets, their
+// stored pool levels and holds, and cron groups.
 func (a *queueActor) load(now uint64) error {
 	budgets, err := a.store.LoadBudgets()
 	if err != nil {
@@ -330,36 +353,7 @@ func (a *queueActor) load(now uint64) error {
 	for _, g := range crons {
 		a.eng.loadCronGroup(g)
 	}
-	// Loading writes back recovered jobs and lets go of payloads beyond
-	// the cache. Those writes are committed in chunks cut between jobs,
-	// so each job's writes stay in one transaction and none grows past
-	// what badger takes in one (a store of any size can start).
-	batch := persistence.NewBatch(true)
-	err = a.store.ScanJobs(func(j *protocol.Job, m persistence.Ref) error {
-		if a.eng.loadJob(now, j, m, batch) {
-			a.stats.Recovered++
-		}
-		if batch.Size() >= loadChunkBytes || batch.Len() >= loadChunkWrites {
-			if err := a.store.Commit(context.Background(), batch); err != nil {
-				return err
-			}
-			batch = persistence.NewBatch(true)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("load jobs: %w", err)
-	}
-	a.eng.finishLoad()
-	a.eng.considerLoaded(now)
-	links, err := a.store.LoadBatchLinks()
-	if err != nil {
-		return fmt.Errorf("load batch links: %w", err)
-	}
-	a.eng.loadBatchLinks(links, batch)
-	// Blocking here is deliberate and bounded: it happens once, before the
-	// listener opens, so recovery is durable before anything is served.
-	return a.store.Commit(context.Background(), batch)
+	return nil
 }
 
 func (a *queueActor) armReaper() {

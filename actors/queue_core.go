@@ -235,6 +235,12 @@ type queueCore struct {
 	// the jobs it dispatched, not N of each.
 	inBatch    bool
 	pumpWanted bool
+	// loading is set while the stored jobs are read back in the background
+	// (background_load.go): nothing is dispatched and no budget collected
+	// until the last is in. enqueuedWhileLoading notes that jobs were
+	// added meanwhile, which the scan may find again.
+	loading              bool
+	enqueuedWhileLoading bool
 
 	budgets map[string]*budgetEntry
 	unique  map[string]string // unique key -> holder job id

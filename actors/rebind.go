@@ -38,6 +38,9 @@ func (*RebindJob) isQueueMsg() {}
 // payload. A job caught between ready and in flight (gathering its budget
 // holds) is rebound by the queue actor as soon as that reservation ends.
 func (e *Engine) RebindJob(ctx context.Context, m *RebindJob) (*protocol.JobView, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	res, err := e.call(ctx, m)
 	if err != nil {
 		return nil, err

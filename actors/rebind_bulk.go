@@ -31,6 +31,9 @@ func (*RebindJobs) isQueueMsg() {}
 
 // RebindJobs selects every visible job matching f and applies the change.
 func (e *Engine) RebindJobs(ctx context.Context, f *protocol.JobFilter, op RebindOp, b protocol.NewBinding) (*RebindJobsResponse, error) {
+	if err := e.whenLoaded(ctx); err != nil {
+		return nil, err
+	}
 	var ids []string
 	if err := e.matchIDs(ctx, f, "", false, queryBatch, func(batch []string) (bool, error) {
 		return e.readMatching(ctx, f, batch, func(j *protocol.Job) bool {

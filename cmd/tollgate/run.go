@@ -235,7 +235,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 		fresh.track(c, state)
 		ln.trackState(c, state)
 	}
-	logStarted(log, rootDir, engine.Stats())
+	log.Info("tollgate started", "version", Version, "api_version", httpapi.APIVersion, "root_dir", rootDir)
 	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme, "max_connections", maxConns, "nofile", nofile)
 
 	errc := make(chan error, 1)
@@ -246,11 +246,25 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 			errc <- srv.Serve(ln)
 		}
 	}()
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: take streams end and their jobs go back to ready")
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+	// the stored jobs load in the background; a load that fails stops
+	// the server, which cannot serve them
+	loaded := engine.Loaded()
+	var loadErr error
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down: take streams end and their jobs go back to ready")
+			break wait
+		case err := <-errc:
+			return fmt.Errorf("serve: %w", err)
+		case <-loaded:
+			if loadErr = engine.LoadErr(); loadErr != nil {
+				log.Error("shutting down: the stored jobs could not be loaded", "err", loadErr)
+				break wait
+			}
+			loaded = nil
+		}
 	}
 	api.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -261,6 +275,9 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 	engine.Stop()
 	if err := store.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
+	}
+	if loadErr != nil {
+		return fmt.Errorf("load stored jobs: %w", loadErr)
 	}
 	log.Info("stopped: every acknowledged write is on disk")
 	return nil
@@ -293,16 +310,6 @@ func loadTLS(cfg *serveConfig) (*tls.Config, error) {
 
 // logStarted says what the server found on disk: where its data lives
 // and what recovery did.
-func logStarted(log *slog.Logger, rootDir string, stats actors.StartupStats) {
-	log.Info("tollgate started", "version", Version, "api_version", httpapi.APIVersion, "root_dir", rootDir,
-		"recovered_in_flight", stats.Recovered, "ready", stats.Ready, "scheduled", stats.Scheduled,
-		"retained", stats.Retained, "budgets", stats.Budgets)
-	if stats.Recovered > 0 {
-		log.Info("recovery: jobs that were in flight when the server stopped are ready again",
-			"jobs", stats.Recovered)
-	}
-}
-
 // freshConns tracks connections that have not sent a request yet, so that
 // shutdown can close them at once.
 type freshConns struct {

@@ -1,0 +1,284 @@
+// Background load: the server serves while its jobs are read back from the
+// store (SPEC §3.9). A scanner goroutine reads the stored jobs in ID order
+// and hands them to the queue actor in chunks, one at a time; the queue
+// actor adds each chunk between the requests it serves. Until the last chunk
+// is in, no job is dispatched (every queue's index completes at the end of
+// the scan, as the store keeps jobs in ID order, not by queue), cron
+// firings wait, and the facade holds back every request that needs a
+// complete index (loadGate.wait).
+
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// loadChunkJobs is how many stored jobs the scanner hands the queue actor
+// at once: enough that the hand-over costs little, few enough that a
+// request arriving meanwhile waits a few milliseconds, not the whole load.
+const loadChunkJobs = 2048
+
+// errEngineStopped ends a load the engine's stop interrupted.
+var errEngineStopped = errors.New("the engine stopped")
+
+// loadGate is shared by the facade, the queue actor and the scanner: it
+// opens once every stored job is in memory and the writes of its recovery
+// are durable, or reports why the load failed.
+type loadGate struct {
+	done  chan struct{} // closed when the load ends, either way
+	once  sync.Once
+	err   error        // why the load failed; set before done closes
+	stats StartupStats // what it found; set before done closes
+	// stop is closed when the engine stops, so a scanner waiting for the
+	// queue actor ends; scanning counts the running scanner, which the
+	// engine waits for before its store may close.
+	stop     chan struct{}
+	stopOnce sync.Once
+	scanning sync.WaitGroup
+}
+
+func newLoadGate() *loadGate {
+	return &loadGate{done: make(chan struct{}), stop: make(chan struct{})}
+}
+
+// finish opens the gate with the load's outcome; later calls change
+// nothing.
+func (g *loadGate) finish(stats StartupStats, err error) {
+	g.once.Do(func() {
+		g.stats, g.err = stats, err
+		close(g.done)
+	})
+}
+
+// wait returns once the load has ended (its error, if it failed) or ctx is
+// done.
+func (g *loadGate) wait(ctx context.Context) error {
+	select {
+	case <-g.done:
+		return g.err
+	default:
+	}
+	select {
+	case <-g.done:
+		return g.err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the stored jobs to load: %w", ctx.Err())
+	}
+}
+
+// halt ends the scanner (if one runs) and waits until it has returned.
+func (g *loadGate) halt() {
+	g.stopOnce.Do(func() { close(g.stop) })
+	g.scanning.Wait()
+}
+
+// loadChunk is a run of stored jobs, in ID order, with where each is
+// stored; the queue actor answers on ack once it has added them.
+type loadChunk struct {
+	gen  uint64 // the scan's number (queueActor.scanGen)
+	jobs []*protocol.Job
+	refs []persistence.Ref
+	ack  chan struct{}
+}
+
+// loadScanned ends the scan: its error, or the batch links to restore.
+type loadScanned struct {
+	gen   uint64
+	links map[string]string
+	err   error
+}
+
+// loadCommitted reports the outcome of a commit of the load's writes.
+type loadCommitted struct {
+	last bool // the final commit: the load is complete once it is durable
+	err  error
+}
+
+func (*loadChunk) isQueueMsg()     {}
+func (*loadScanned) isQueueMsg()   {}
+func (*loadCommitted) isQueueMsg() {}
+
+// startJobScan starts the scanner; the queue actor is in loading mode
+// until loadScanned arrives.
+func (a *queueActor) startJobScan() {
+	a.eng.loading = true
+	a.loadStarted = time.Now()
+	a.loadBatch = persistence.NewBatch(true)
+	a.scanGen++
+	a.scanCancel = make(chan struct{})
+	a.gate.scanning.Add(1)
+	go a.scanJobs(a.scanGen, a.scanCancel)
+}
+
+// cancelScan ends the running scanner, if any (the actor stops or
+// restarts).
+func (a *queueActor) cancelScan() {
+	if a.scanCancel != nil {
+		close(a.scanCancel)
+		a.scanCancel = nil
+	}
+}
+
+// scanJobs runs on its own goroutine: it reads every stored job and sends
+// them to the queue actor in chunks, waiting for each to be taken before
+// reading on, so memory holds at most one chunk in transit.
+func (a *queueActor) scanJobs(gen uint64, cancel <-chan struct{}) {
+	defer a.gate.scanning.Done()
+	ack := make(chan struct{}, 1)
+	chunk := &loadChunk{gen: gen, ack: ack}
+	send := func() error {
+		a.root.Send(a.self, chunk)
+		select {
+		case <-ack:
+		case <-cancel:
+			return errEngineStopped
+		case <-a.gate.stop:
+			return errEngineStopped
+		case <-a.gate.done: // the load failed meanwhile
+			return errEngineStopped
+		}
+		chunk = &loadChunk{gen: gen, ack: ack, jobs: make([]*protocol.Job, 0, loadChunkJobs), refs: make([]persistence.Ref, 0, loadChunkJobs)}
+		return nil
+	}
+	err := a.store.ScanJobs(func(j *protocol.Job, ref persistence.Ref) error {
+		chunk.jobs = append(chunk.jobs, j)
+		chunk.refs = append(chunk.refs, ref)
+		if len(chunk.jobs) == loadChunkJobs {
+			return send()
+		}
+		return nil
+	})
+	if err == nil && len(chunk.jobs) > 0 {
+		err = send()
+	}
+	if errors.Is(err, errEngineStopped) {
+		return
+	}
+	var links map[string]string
+	if err == nil {
+		links, err = a.store.LoadBatchLinks()
+	}
+	a.root.Send(a.self, &loadScanned{gen: gen, links: links, err: err})
+}
+
+// reloadJobs loads the jobs within the Receive that restarts the actor
+// after a panic: the server already serves a complete state, which must not
+// be seen half loaded. Blocking here is deliberate and bounded (it reads
+// the store once), as every start did before loads ran in the background.
+func (a *queueActor) reloadJobs(now uint64) {
+	a.eng.loading = true
+	a.loadStarted = time.Now()
+	a.loadBatch = persistence.NewBatch(true)
+	a.scanGen++
+	chunk := &loadChunk{gen: a.scanGen, ack: make(chan struct{}, 1)}
+	add := func() {
+		a.onLoadChunk(chunk, now)
+		<-chunk.ack
+		chunk.jobs, chunk.refs = chunk.jobs[:0], chunk.refs[:0]
+	}
+	err := a.store.ScanJobs(func(j *protocol.Job, ref persistence.Ref) error {
+		chunk.jobs = append(chunk.jobs, j)
+		chunk.refs = append(chunk.refs, ref)
+		if len(chunk.jobs) == loadChunkJobs {
+			add()
+		}
+		return nil
+	})
+	var links map[string]string
+	if err == nil {
+		add()
+		links, err = a.store.LoadBatchLinks()
+	}
+	a.onLoadScanned(&loadScanned{gen: a.scanGen, links: links, err: err}, now)
+}
+
+// onLoadChunk adds a chunk of stored jobs. Their recovery writes (jobs
+// that were in flight, payloads let go) are committed in chunks cut between
+// jobs, so each job's writes stay in one transaction and none grows past
+// what badger takes in one.
+func (a *queueActor) onLoadChunk(m *loadChunk, now uint64) {
+	for i, j := range m.jobs {
+		if a.eng.loadJob(now, j, m.refs[i], a.loadBatch) {
+			a.stats.Recovered++
+		}
+		if a.loadBatch.Size() >= loadChunkBytes || a.loadBatch.Len() >= loadChunkWrites {
+			a.commitLoad(false)
+		}
+	}
+	m.ack <- struct{}{} // buffered: the scanner waits for exactly this one
+}
+
+// commitLoad commits the load's writes so far; a refusal fails the load.
+func (a *queueActor) commitLoad(last bool) {
+	batch := a.loadBatch
+	a.loadBatch = persistence.NewBatch(true)
+	root, self := a.root, a.self
+	a.persist(batch, func(err error) {
+		if err != nil || last {
+			root.Send(self, &loadCommitted{last: last, err: err})
+		}
+	})
+}
+
+// onLoadScanned completes the indexes once every job is in: unique keys,
+// idle budgets and batch links; then dispatch and cron firings start, and
+// the gate opens when the last writes are durable.
+func (a *queueActor) onLoadScanned(m *loadScanned, now uint64) {
+	if m.err != nil {
+		a.failLoad(fmt.Errorf("load jobs: %w", m.err))
+		return
+	}
+	a.eng.finishLoad()
+	a.eng.loading = false
+	a.eng.considerLoaded(now)
+	a.eng.loadBatchLinks(m.links, a.loadBatch)
+	for _, en := range a.eng.jobs {
+		if en.state == stScheduled {
+			a.stats.Scheduled++
+		} else {
+			a.stats.Ready++
+		}
+	}
+	a.stats.Retained = len(a.eng.terminal)
+	a.stats.Budgets = len(a.eng.budgets)
+	a.armReaper()
+	a.commitLoad(true)
+	if slots := a.lateCron; len(slots) > 0 {
+		a.lateCron = nil
+		a.eng.onCronDue(now, slots)
+	}
+	a.eng.pump(now)
+}
+
+// onLoadCommitted opens the gate after the final commit, or fails the load
+// on a refused one.
+func (a *queueActor) onLoadCommitted(m *loadCommitted) {
+	if m.err != nil {
+		a.failLoad(fmt.Errorf("load jobs: commit what recovery changed: %w", m.err))
+		return
+	}
+	if m.last {
+		a.log.Info("stored jobs loaded", "duration_ms", time.Since(a.loadStarted).Milliseconds(),
+			"recovered_in_flight", a.stats.Recovered, "ready", a.stats.Ready, "scheduled", a.stats.Scheduled,
+			"retained", a.stats.Retained, "budgets", a.stats.Budgets)
+		if a.stats.Recovered > 0 {
+			a.log.Info("recovery: jobs that were in flight when the server stopped are ready again",
+				"jobs", a.stats.Recovered)
+		}
+		a.gate.finish(a.stats, nil)
+	}
+}
+
+// failLoad ends the load with err: every request that waits for it gets
+// the error, and the server stops (cmd/tollgate watches the gate).
+func (a *queueActor) failLoad(err error) {
+	a.log.Error("the stored jobs could not be loaded", "err", err)
+	a.gate.finish(a.stats, err)
+}

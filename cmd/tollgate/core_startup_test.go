@@ -1,0 +1,54 @@
+package main
+
+// Black-box test of the start-up on a backlog (SPEC §3.9): the server serves
+// at once and loads its stored jobs in the background.
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/apitest"
+	"github.com/tollgate/tollgate/cmd/tollgate/internal/servertest"
+)
+
+// §3.9: restarted (SIGKILL) on a backlog, the server takes a plain enqueue
+// and a take stream as soon as it answers /health; the stream's first job
+// is the lowest (priority, id) of the queue, stored last; the count, which
+// waits for the load, counts every job, the new one included. Killed again
+// while it may still be loading, it loses nothing.
+func TestCoreServesWhileLoading(t *testing.T) {
+	t.Parallel()
+	s := servertest.Start(t, apitest.HeartbeatFlag, apitest.Heartbeat)
+	const bulks, per = 20, 1000
+	for range bulks {
+		jobs := make([]map[string]any, per)
+		for i := range jobs {
+			jobs[i] = apitest.SimpleJob("backlog", i)
+		}
+		apitest.Bulk(t, s.URL, jobs)
+	}
+	urgent := apitest.Enqueue(t, s.URL, map[string]any{"type": "t", "queue": "backlog", "payload": 1, "priority": 3})
+	count := func() int64 {
+		return budInt(t, apitest.Object(t, apitest.DoJSON(t, s.URL, http.MethodGet, "/jobs/count?queue=backlog", nil), http.StatusOK), "count")
+	}
+
+	s.Kill()
+	s.Restart() // returns once /health answers
+	late := apitest.Enqueue(t, s.URL, apitest.SimpleJob("backlog", "late"))
+	st := apitest.OpenTake(t, s.URL, apitest.TakeOpts{Query: "queue=backlog&prefetch=50"})
+	got := st.Jobs(t, 50, 60*time.Second)
+	require.Equal(t, urgent.ID, got[0].ID, "the first job delivered is the queue's lowest (priority, id)")
+	for i := 2; i < len(got); i++ {
+		require.Less(t, got[i-1].ID, got[i].ID, "the default-priority jobs in ID order")
+	}
+	st.Close()
+	require.Equal(t, int64(bulks*per+2), count())
+
+	s.Kill()
+	s.Restart()
+	require.Equal(t, int64(bulks*per+2), count(), "nothing lost by a kill during the load")
+	require.Equal(t, "ready", apitest.MustGet(t, s.URL, late.ID).Status)
+}
