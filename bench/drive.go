@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -138,8 +139,14 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 		b.DrainJobsS = perSecond(r.c.acked.Load(), res.end-res.workStart)
 		if f := r.c.dispWin.first.Load(); f > 0 {
 			b.FirstDispatchS = round3((time.Duration(f) - res.workStart).Seconds())
+			if b.Restarted {
+				b.FirstJobS = round3(b.workersAfterS + (time.Duration(f) - res.workStart).Seconds())
+			}
 		}
 		if b.Restarted {
+			if d, ok := proc.loadedAfter(); ok {
+				b.LoadedS = round3(d.Seconds())
+			}
 			b.PeakRSSDrainMiB = mib(peakRSS.Load())
 			if s, ok := proc.sample(); ok {
 				b.PeakRSSRestartedMiB = mib(s.peakRSS)
@@ -194,6 +201,13 @@ func (r *runner) restartLoaded(ctx context.Context, proc *serverProc, b *Backlog
 	b.Restarted = true
 	b.ListeningS = round3(listening.Seconds())
 	b.StartupS = round3(healthy.Seconds())
+	probe := []byte(`{"type":"probe","queue":"bench-probe","payload":{}}`)
+	if resp, err := r.cl.do(ctx, http.MethodPost, "/jobs", probe); err == nil && resp.status < 300 {
+		b.EnqueueS = round3(proc.sinceStart().Seconds())
+	} else {
+		r.log.Warn("backlog: the probe enqueue after the restart failed", "err", err, "status", resp.status)
+	}
+	b.workersAfterS = proc.sinceStart().Seconds() // the workers start next
 	r.log.Info("backlog: server serving again", "startup_s", b.StartupS, "rss_serving_mib", b.RSSServingMiB, "addr", proc.address())
 }
 

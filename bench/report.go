@@ -139,6 +139,16 @@ type BacklogReport struct {
 	// ListeningS: exec -> that line.
 	StartupS   float64 `json:"startup_s,omitempty"`
 	ListeningS float64 `json:"listening_s,omitempty"`
+	// EnqueueS: exec -> a plain enqueue answered (one job, to a queue no
+	// worker takes, sent right after /health answered); FirstJobS: exec ->
+	// the first job delivered to a worker; LoadedS: exec -> the server's
+	// "stored jobs loaded" line (its background load ended), 0 when not
+	// seen by the end of the run.
+	EnqueueS  float64 `json:"enqueue_s,omitempty"`
+	FirstJobS float64 `json:"first_job_s,omitempty"`
+	LoadedS   float64 `json:"loaded_s,omitempty"`
+	// workersAfterS: exec -> the drain's workers were started.
+	workersAfterS float64
 	// Server RSS in MiB: before the stop, holding the backlog
 	// (RSSLoadedMiB); right after the restarted server first answered
 	// /health, before any worker (RSSServingMiB), with its VmHWM then
@@ -275,7 +285,8 @@ func (r *Report) writeText(w io.Writer) {
 		line("backlog", "preload_s=%.3f preload_jobs_s=%.1f drain_s=%.3f drain_jobs_s=%.1f drained=%t first_dispatch_s=%.3f",
 			b.PreloadS, b.PreloadJobsS, b.DrainS, b.DrainJobsS, b.Drained, b.FirstDispatchS)
 		if b.Restarted {
-			line("backlog.restart", "startup_s=%.3f listening_s=%.3f stop_s=%.3f", b.StartupS, b.ListeningS, b.StopS)
+			line("backlog.restart", "startup_s=%.3f listening_s=%.3f enqueue_s=%.3f first_job_s=%.3f loaded_s=%.3f stop_s=%.3f",
+				b.StartupS, b.ListeningS, b.EnqueueS, b.FirstJobS, b.LoadedS, b.StopS)
 			line("backlog.rss_mib", "loaded=%.1f serving=%.1f peak_startup=%.1f peak_drain=%.1f peak_restarted=%.1f",
 				b.RSSLoadedMiB, b.RSSServingMiB, b.PeakRSSStartupMiB, b.PeakRSSDrainMiB, b.PeakRSSRestartedMiB)
 		}

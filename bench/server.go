@@ -39,8 +39,9 @@ type serverProc struct {
 	logLines int64    // lines of output seen over all incarnations
 	starts   int
 	// Of the latest incarnation: just before exec, when its "listening"
-	// line was read, and when GET /health first answered 200.
-	startedAt, listeningAt, healthyAt time.Time
+	// line was read, when GET /health first answered 200, and when its
+	// "stored jobs loaded" line was read (the background load ended).
+	startedAt, listeningAt, healthyAt, loadedAt time.Time
 	// listenTimeout bounds the wait for the "listening" line; 0 = 60 s.
 	// The backlog restart allows more: the server loads its store first.
 	listenTimeout time.Duration
@@ -90,7 +91,7 @@ func (p *serverProc) start(ctx context.Context) error {
 	addrCh := make(chan string, 1)
 	p.mu.Lock()
 	p.cmd, p.pid, p.done, p.exitErr, p.addr = cmd, cmd.Process.Pid, done, nil, ""
-	p.startedAt, p.listeningAt, p.healthyAt = startedAt, time.Time{}, time.Time{}
+	p.startedAt, p.listeningAt, p.healthyAt, p.loadedAt = startedAt, time.Time{}, time.Time{}, time.Time{}
 	p.starts++
 	p.mu.Unlock()
 	p.log.Info("server starting", "pid", cmd.Process.Pid, "root_dir", p.root, "args", strings.Join(args, " "))
@@ -147,6 +148,12 @@ func (p *serverProc) readOutput(r io.Reader, addrCh chan<- string) {
 		}
 		p.tail = append(p.tail, line)
 		p.mu.Unlock()
+		if strings.Contains(line, `"msg":"stored jobs loaded"`) {
+			p.mu.Lock()
+			p.loadedAt = time.Now()
+			p.mu.Unlock()
+			continue
+		}
 		if found || !strings.Contains(line, "listening") {
 			continue
 		}
@@ -192,6 +199,24 @@ func (p *serverProc) waitHealthy(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("server not healthy within 30s\n%s", p.tailText())
+}
+
+// loadedAfter returns, for the latest start, the time from exec to its
+// "stored jobs loaded" line, once it was seen.
+func (p *serverProc) loadedAfter() (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.loadedAt.IsZero() {
+		return 0, false
+	}
+	return p.loadedAt.Sub(p.startedAt), true
+}
+
+// sinceStart is the time since the latest start's exec.
+func (p *serverProc) sinceStart() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Since(p.startedAt)
 }
 
 // startupTimes returns, for the latest start, the time from exec to its
