@@ -183,6 +183,9 @@ func (r *runner) restartLoaded(ctx context.Context, proc *serverProc, b *Backlog
 		b.StopError = err.Error()
 	}
 	b.StopS = round3(time.Since(t0).Seconds())
+	if n, err := diskUsage(proc.root); err == nil {
+		b.DiskMiB = mib(n)
+	}
 	proc.listenTimeout = backlogListenTimeout
 	err := proc.start(ctx)
 	proc.listenTimeout = 0

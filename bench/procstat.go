@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // procSample is one reading of a process's resource use from /proc.
@@ -76,4 +79,26 @@ func parseKB(line string) int64 {
 	}
 	n, _ := strconv.ParseInt(f[1], 10, 64)
 	return n * 1024
+}
+
+// diskUsage is the space the files under dir take on disk (allocated
+// blocks, so a preallocated but unwritten log counts only what it holds).
+func diskUsage(dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			total += st.Blocks * 512
+		} else {
+			total += info.Size()
+		}
+		return nil
+	})
+	return total, err
 }

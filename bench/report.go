@@ -133,6 +133,9 @@ type BacklogReport struct {
 	// StopS: SIGTERM -> the old process exited; StopError: its exit was
 	// not 0 (or it had to be killed).
 	StopS     float64 `json:"stop_s,omitempty"`
+	// DiskMiB: what the server's root directory took on disk once the
+	// loaded server had stopped.
+	DiskMiB float64 `json:"disk_mib,omitempty"`
 	StopError string  `json:"stop_error,omitempty"`
 	// StartupS: exec of the new process -> first 200 from GET /health,
 	// polled every 10 ms once its "listening" line gave the port;
@@ -285,8 +288,8 @@ func (r *Report) writeText(w io.Writer) {
 		line("backlog", "preload_s=%.3f preload_jobs_s=%.1f drain_s=%.3f drain_jobs_s=%.1f drained=%t first_dispatch_s=%.3f",
 			b.PreloadS, b.PreloadJobsS, b.DrainS, b.DrainJobsS, b.Drained, b.FirstDispatchS)
 		if b.Restarted {
-			line("backlog.restart", "startup_s=%.3f listening_s=%.3f enqueue_s=%.3f first_job_s=%.3f loaded_s=%.3f stop_s=%.3f",
-				b.StartupS, b.ListeningS, b.EnqueueS, b.FirstJobS, b.LoadedS, b.StopS)
+			line("backlog.restart", "startup_s=%.3f listening_s=%.3f enqueue_s=%.3f first_job_s=%.3f loaded_s=%.3f stop_s=%.3f disk_mib=%.1f",
+				b.StartupS, b.ListeningS, b.EnqueueS, b.FirstJobS, b.LoadedS, b.StopS, b.DiskMiB)
 			line("backlog.rss_mib", "loaded=%.1f serving=%.1f peak_startup=%.1f peak_drain=%.1f peak_restarted=%.1f",
 				b.RSSLoadedMiB, b.RSSServingMiB, b.PeakRSSStartupMiB, b.PeakRSSDrainMiB, b.PeakRSSRestartedMiB)
 		}
