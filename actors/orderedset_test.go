@@ -258,3 +258,27 @@ func TestOrderedSetChunksOwnTheirArrays(t *testing.T) {
 		t.Fatal("Has(-1) on a set without it")
 	}
 }
+
+// BenchmarkOrderedSetDrainBehindStraggler is a backlog draining in ID
+// order behind one job that stays (in flight, or parked): the first chunk
+// never empties, so each chunk that does is removed from the second place
+// of the list. The cost per delete must not grow with the backlog
+// (TOLLGATE_BENCH_JOBS: its size, default 1,000,000).
+func BenchmarkOrderedSetDrainBehindStraggler(b *testing.B) {
+	n := benchSize("TOLLGATE_BENCH_JOBS", 1_000_000)
+	for range b.N {
+		b.StopTimer()
+		s := newOrderedSet(func(a, b int) bool { return a < b })
+		for i := range n {
+			s.ReplaceOrInsert(i)
+		}
+		b.StartTimer()
+		for i := 1; i < n; i++ {
+			s.Delete(i)
+		}
+		if s.Len() != 1 {
+			b.Fatalf("%d items left, want the straggler", s.Len())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*(n-1)), "ns/delete")
+}
