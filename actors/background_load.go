@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
 )
@@ -36,16 +38,23 @@ type loadGate struct {
 	once  sync.Once
 	err   error        // why the load failed; set before done closes
 	stats StartupStats // what it found; set before done closes
+	// failed is closed when the engine cannot serve: its load failed, or
+	// the reload after a restart of the queue actor did (failErr says why).
+	failed   chan struct{}
+	failOnce sync.Once
+	failErr  error
 	// stop is closed when the engine stops, so a scanner waiting for the
-	// queue actor ends; scanning counts the running scanner, which the
-	// engine waits for before its store may close.
+	// queue actor ends; scanning counts the running scanners, which the
+	// engine waits for before its store may close. mu orders a scanner's
+	// start against halt.
+	mu       sync.Mutex
 	stop     chan struct{}
-	stopOnce sync.Once
+	stopped  bool
 	scanning sync.WaitGroup
 }
 
 func newLoadGate() *loadGate {
-	return &loadGate{done: make(chan struct{}), stop: make(chan struct{})}
+	return &loadGate{done: make(chan struct{}), failed: make(chan struct{}), stop: make(chan struct{})}
 }
 
 // finish opens the gate with the load's outcome; later calls change
@@ -55,6 +64,16 @@ func (g *loadGate) finish(stats StartupStats, err error) {
 		g.stats, g.err = stats, err
 		close(g.done)
 	})
+}
+
+// fail reports that the engine cannot serve, and opens the gate with err
+// if it was still closed.
+func (g *loadGate) fail(stats StartupStats, err error) {
+	g.failOnce.Do(func() {
+		g.failErr = err
+		close(g.failed)
+	})
+	g.finish(stats, err) // after failed, so a reader of done sees failErr
 }
 
 // wait returns once the load has ended (its error, if it failed) or ctx is
@@ -73,9 +92,28 @@ func (g *loadGate) wait(ctx context.Context) error {
 	}
 }
 
-// halt ends the scanner (if one runs) and waits until it has returned.
+// startScan counts a scanner about to start, unless the engine stops.
+func (g *loadGate) startScan() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return false
+	}
+	g.scanning.Add(1)
+	return true
+}
+
+// halt ends the load for a stopping engine: requests that wait for it are
+// answered that the server shuts down, the scanner (if one runs) ends, and
+// halt returns once it has.
 func (g *loadGate) halt() {
-	g.stopOnce.Do(func() { close(g.stop) })
+	g.mu.Lock()
+	if !g.stopped {
+		g.stopped = true
+		close(g.stop)
+	}
+	g.mu.Unlock()
+	g.finish(StartupStats{}, protocol.ErrShuttingDown)
 	g.scanning.Wait()
 }
 
@@ -97,7 +135,8 @@ type loadScanned struct {
 
 // loadCommitted reports the outcome of a commit of the load's writes.
 type loadCommitted struct {
-	last bool // the final commit: the load is complete once it is durable
+	gen  uint64 // the scan whose writes they were
+	last bool   // the final commit: the load is complete once it is durable
 	err  error
 }
 
@@ -112,9 +151,11 @@ func (a *queueActor) startJobScan() {
 	a.loadStarted = time.Now()
 	a.loadBatch = persistence.NewBatch(true)
 	a.scanGen++
+	if !a.gate.startScan() {
+		return // the engine stops: nothing to load for
+	}
 	a.scanCancel = make(chan struct{})
-	a.gate.scanning.Add(1)
-	go a.scanJobs(a.scanGen, a.scanCancel)
+	go scanJobs(a.store, a.root, a.self, a.gate, a.scanGen, a.scanCancel)
 }
 
 // cancelScan ends the running scanner, if any (the actor stops or
@@ -127,27 +168,27 @@ func (a *queueActor) cancelScan() {
 }
 
 // scanJobs runs on its own goroutine: it reads every stored job and sends
-// them to the queue actor in chunks, waiting for each to be taken before
-// reading on, so memory holds at most one chunk in transit.
-func (a *queueActor) scanJobs(gen uint64, cancel <-chan struct{}) {
-	defer a.gate.scanning.Done()
+// them to the queue actor (self) in chunks, waiting for each to be taken
+// before reading on, so memory holds at most one chunk in transit.
+func scanJobs(store persistence.JobStore, root *actor.RootContext, self *actor.PID, gate *loadGate, gen uint64, cancel <-chan struct{}) {
+	defer gate.scanning.Done()
 	ack := make(chan struct{}, 1)
 	chunk := &loadChunk{gen: gen, ack: ack}
 	send := func() error {
-		a.root.Send(a.self, chunk)
+		root.Send(self, chunk)
 		select {
 		case <-ack:
 		case <-cancel:
 			return errEngineStopped
-		case <-a.gate.stop:
+		case <-gate.stop:
 			return errEngineStopped
-		case <-a.gate.done: // the load failed meanwhile
+		case <-gate.done: // the load failed meanwhile
 			return errEngineStopped
 		}
 		chunk = &loadChunk{gen: gen, ack: ack, jobs: make([]*protocol.Job, 0, loadChunkJobs), refs: make([]persistence.Ref, 0, loadChunkJobs)}
 		return nil
 	}
-	err := a.store.ScanJobs(func(j *protocol.Job, ref persistence.Ref) error {
+	err := store.ScanJobs(func(j *protocol.Job, ref persistence.Ref) error {
 		chunk.jobs = append(chunk.jobs, j)
 		chunk.refs = append(chunk.refs, ref)
 		if len(chunk.jobs) == loadChunkJobs {
@@ -163,9 +204,9 @@ func (a *queueActor) scanJobs(gen uint64, cancel <-chan struct{}) {
 	}
 	var links map[string]string
 	if err == nil {
-		links, err = a.store.LoadBatchLinks()
+		links, err = store.LoadBatchLinks()
 	}
-	a.root.Send(a.self, &loadScanned{gen: gen, links: links, err: err})
+	root.Send(self, &loadScanned{gen: gen, links: links, err: err})
 }
 
 // reloadJobs loads the jobs within the Receive that restarts the actor
@@ -219,10 +260,10 @@ func (a *queueActor) onLoadChunk(m *loadChunk, now uint64) {
 func (a *queueActor) commitLoad(last bool) {
 	batch := a.loadBatch
 	a.loadBatch = persistence.NewBatch(true)
-	root, self := a.root, a.self
+	root, self, gen := a.root, a.self, a.scanGen
 	a.persist(batch, func(err error) {
 		if err != nil || last {
-			root.Send(self, &loadCommitted{last: last, err: err})
+			root.Send(self, &loadCommitted{gen: gen, last: last, err: err})
 		}
 	})
 }
@@ -277,8 +318,9 @@ func (a *queueActor) onLoadCommitted(m *loadCommitted) {
 }
 
 // failLoad ends the load with err: every request that waits for it gets
-// the error, and the server stops (cmd/tollgate watches the gate).
+// the error, and the server stops (cmd/tollgate watches Engine.Failed),
+// also when the load was a reload after a restart of the actor.
 func (a *queueActor) failLoad(err error) {
 	a.log.Error("the stored jobs could not be loaded", "err", err)
-	a.gate.finish(a.stats, err)
+	a.gate.fail(a.stats, err)
 }

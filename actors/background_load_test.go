@@ -239,8 +239,10 @@ func idsOf(jobs []protocol.Job) []string {
 }
 
 // TestStopWhileLoading: an engine stopped in the middle of its load stops
-// (the scanner ends before the store may close), and the next start loads
-// every job.
+// (the scanner ends before the store may close), a request that waited for
+// the load is answered that the server shuts down (it would otherwise hold
+// the server's shutdown until its connections time out), and the next
+// start loads every job.
 func TestStopWhileLoading(t *testing.T) {
 	dir := t.TempDir()
 	storeBacklog(t, dir)
@@ -251,6 +253,11 @@ func TestStopWhileLoading(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-store.paused
+	waited := make(chan error, 1)
+	go func() {
+		_, err := e.CountJobs(context.Background(), &protocol.JobFilter{})
+		waited <- err
+	}()
 	stopped := make(chan struct{})
 	go func() { e.Stop(); close(stopped) }()
 	close(store.release)
@@ -258,6 +265,14 @@ func TestStopWhileLoading(t *testing.T) {
 	case <-stopped:
 	case <-time.After(30 * time.Second):
 		t.Fatal("Stop did not return while the engine was loading")
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, protocol.ErrShuttingDown) {
+			t.Fatalf("a count waiting for the load got %v, want %v", err, protocol.ErrShuttingDown)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a count waiting for the load was not answered when the engine stopped")
 	}
 	if err := inner.Close(); err != nil {
 		t.Fatal(err)

@@ -147,16 +147,27 @@ func Start(cfg Config) (*Engine, error) {
 // changed is durable, or the load failed (LoadErr).
 func (e *Engine) Loaded() <-chan struct{} { return e.gate.done }
 
-// LoadErr is why the load of the stored jobs failed, once Loaded is closed
-// (nil when it succeeded). The engine cannot serve after a failed load.
+// Failed is closed when the engine cannot serve because its stored jobs
+// could not be loaded, at start or when its queue actor reloaded them
+// after a restart; LoadErr says why. The server then stops.
+func (e *Engine) Failed() <-chan struct{} { return e.gate.failed }
+
+// LoadErr is why the load of the stored jobs failed, once Failed is closed
+// (nil otherwise).
 func (e *Engine) LoadErr() error {
 	select {
-	case <-e.gate.done:
-		return e.gate.err
+	case <-e.gate.failed:
+		return e.gate.failErr
 	default:
 		return nil
 	}
 }
+
+// StopLoading ends a load still running because the server stops: the
+// requests waiting for it are answered that the server shuts down. Stop
+// does it too; a server calls it first, so that those requests end before
+// it waits for its connections to close.
+func (e *Engine) StopLoading() { e.gate.halt() }
 
 // Stats waits for the stored jobs to load and returns what recovery found.
 func (e *Engine) Stats() StartupStats {

@@ -133,7 +133,9 @@ func (a *queueActor) handle(ctx actor.Context, msg any, now uint64) {
 			a.onLoadScanned(m, now)
 		}
 	case *loadCommitted:
-		a.onLoadCommitted(m)
+		if m.gen == a.scanGen { // not the commit of a load before a restart
+			a.onLoadCommitted(m)
+		}
 	case *EnqueueJobs:
 		if m.Cron != nil {
 			a.eng.fireCronPlanned(now, m, a.replier(ctx))
@@ -311,8 +313,13 @@ func (a *queueActor) start(ctx actor.Context, now uint64) {
 	a.lateCron = nil
 	if err := a.load(now); err != nil {
 		a.loadErr = err
-		a.gate.finish(a.stats, err)
+		a.gate.fail(a.stats, err)
 		return
+	}
+	select {
+	case <-a.gate.stop:
+		return // the engine stops: nothing to load for
+	default:
 	}
 	select {
 	case <-a.gate.done:

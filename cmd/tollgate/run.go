@@ -246,27 +246,20 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 			errc <- srv.Serve(ln)
 		}
 	}()
-	// the stored jobs load in the background; a load that fails stops
-	// the server, which cannot serve them
-	loaded := engine.Loaded()
+	// the stored jobs load in the background; a load that fails stops the
+	// server, which cannot serve them
 	var loadErr error
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			log.Info("shutting down: take streams end and their jobs go back to ready")
-			break wait
-		case err := <-errc:
-			return fmt.Errorf("serve: %w", err)
-		case <-loaded:
-			if loadErr = engine.LoadErr(); loadErr != nil {
-				log.Error("shutting down: the stored jobs could not be loaded", "err", loadErr)
-				break wait
-			}
-			loaded = nil
-		}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: take streams end and their jobs go back to ready")
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-engine.Failed():
+		loadErr = engine.LoadErr()
+		log.Error("shutting down: the stored jobs could not be loaded", "err", loadErr)
 	}
 	api.Shutdown()
+	engine.StopLoading() // requests waiting for the load end now
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
