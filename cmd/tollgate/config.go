@@ -236,7 +236,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		DefaultCommitMode:   persistence.Buffered,
 		MaxBudgets:          8192,
 		BudgetPools:         "memory",
-		GCHeadroomMiB:       128,
+		GCHeadroomMiB:       48,
 		LogMaxSizeMiB:       100,
 		LogMaxFiles:         5,
 		SlowCommit:          time.Second,
