@@ -420,7 +420,7 @@ func TestPhaseReportLines(t *testing.T) {
 		"parked                     budgets=8192 held_per_budget=10 parked_per_budget=100 held_jobs=0 parked_jobs=819200 expected=819200 reached=true",
 		"parked.bytes               per_budget=5120 per_in_flight_job=0 per_parked_job=300",
 		"backlog.restart            startup_s=1.250 ",
-		"backlog.rss_mib            loaded=0.0 serving=512.5 ",
+		"backlog.rss_mib            loaded=0.0 (anon=0.0 file=0.0) serving=512.5 ",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())

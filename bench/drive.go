@@ -176,6 +176,7 @@ func (r *runner) restartLoaded(ctx context.Context, proc *serverProc, b *Backlog
 	}
 	if s, ok := proc.sample(); ok {
 		b.RSSLoadedMiB = mib(s.rss)
+		b.RSSLoadedAnonMiB, b.RSSLoadedFileMiB = mib(s.rssAnon), mib(s.rssFile)
 	}
 	r.log.Info("backlog: stopping the server (SIGTERM) to time its start-up", "pid", proc.currentPID())
 	t0 := time.Now()

@@ -17,6 +17,10 @@ type procSample struct {
 	cpuSeconds float64 // user + system time
 	rss        int64   // resident set size now, bytes (VmRSS)
 	peakRSS    int64   // peak resident set size, bytes (VmHWM)
+	// rssAnon and rssFile split rss: anonymous memory (the Go heap and
+	// runtime) and file-mapped pages (the binary and badger's mmapped
+	// tables and write-ahead log); RssShmem, the rest, is ~0 here.
+	rssAnon, rssFile int64
 }
 
 // clockTicks is USER_HZ, the unit of utime/stime in /proc/<pid>/stat. It is
@@ -66,6 +70,10 @@ func readProc(pid int) (procSample, error) {
 			s.rss = parseKB(line)
 		case strings.HasPrefix(line, "VmHWM:"):
 			s.peakRSS = parseKB(line)
+		case strings.HasPrefix(line, "RssAnon:"):
+			s.rssAnon = parseKB(line)
+		case strings.HasPrefix(line, "RssFile:"):
+			s.rssFile = parseKB(line)
 		}
 	}
 	return s, sc.Err()

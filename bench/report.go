@@ -159,6 +159,11 @@ type BacklogReport struct {
 	// draining (PeakRSSDrainMiB); the restarted process's VmHWM at the
 	// end (PeakRSSRestartedMiB).
 	RSSLoadedMiB        float64 `json:"rss_loaded_mib,omitempty"`
+	// RSSLoadedAnonMiB and RSSLoadedFileMiB split RSSLoadedMiB: anonymous
+	// (Go heap and runtime) and file-mapped (binary, badger's tables and
+	// write-ahead log).
+	RSSLoadedAnonMiB float64 `json:"rss_loaded_anon_mib,omitempty"`
+	RSSLoadedFileMiB float64 `json:"rss_loaded_file_mib,omitempty"`
 	RSSServingMiB       float64 `json:"rss_serving_mib,omitempty"`
 	PeakRSSStartupMiB   float64 `json:"peak_rss_startup_mib,omitempty"`
 	PeakRSSDrainMiB     float64 `json:"peak_rss_drain_mib,omitempty"`
@@ -290,8 +295,8 @@ func (r *Report) writeText(w io.Writer) {
 		if b.Restarted {
 			line("backlog.restart", "startup_s=%.3f listening_s=%.3f enqueue_s=%.3f first_job_s=%.3f loaded_s=%.3f stop_s=%.3f disk_mib=%.1f",
 				b.StartupS, b.ListeningS, b.EnqueueS, b.FirstJobS, b.LoadedS, b.StopS, b.DiskMiB)
-			line("backlog.rss_mib", "loaded=%.1f serving=%.1f peak_startup=%.1f peak_drain=%.1f peak_restarted=%.1f",
-				b.RSSLoadedMiB, b.RSSServingMiB, b.PeakRSSStartupMiB, b.PeakRSSDrainMiB, b.PeakRSSRestartedMiB)
+			line("backlog.rss_mib", "loaded=%.1f (anon=%.1f file=%.1f) serving=%.1f peak_startup=%.1f peak_drain=%.1f peak_restarted=%.1f",
+				b.RSSLoadedMiB, b.RSSLoadedAnonMiB, b.RSSLoadedFileMiB, b.RSSServingMiB, b.PeakRSSStartupMiB, b.PeakRSSDrainMiB, b.PeakRSSRestartedMiB)
 		}
 		if b.RestartNote != "" {
 			line("backlog.restart", "%s", b.RestartNote)
