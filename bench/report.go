@@ -132,10 +132,10 @@ type BacklogReport struct {
 	RestartNote string `json:"restart_note,omitempty"`
 	// StopS: SIGTERM -> the old process exited; StopError: its exit was
 	// not 0 (or it had to be killed).
-	StopS     float64 `json:"stop_s,omitempty"`
+	StopS float64 `json:"stop_s,omitempty"`
 	// DiskMiB: what the server's root directory took on disk once the
 	// loaded server had stopped.
-	DiskMiB float64 `json:"disk_mib,omitempty"`
+	DiskMiB   float64 `json:"disk_mib,omitempty"`
 	StopError string  `json:"stop_error,omitempty"`
 	// StartupS: exec of the new process -> first 200 from GET /health,
 	// polled every 10 ms once its "listening" line gave the port;
@@ -158,12 +158,12 @@ type BacklogReport struct {
 	// (PeakRSSStartupMiB); the largest VmRSS read every 100 ms while
 	// draining (PeakRSSDrainMiB); the restarted process's VmHWM at the
 	// end (PeakRSSRestartedMiB).
-	RSSLoadedMiB        float64 `json:"rss_loaded_mib,omitempty"`
+	RSSLoadedMiB float64 `json:"rss_loaded_mib,omitempty"`
 	// RSSLoadedAnonMiB and RSSLoadedFileMiB split RSSLoadedMiB: anonymous
 	// (Go heap and runtime) and file-mapped (binary, badger's tables and
 	// write-ahead log).
-	RSSLoadedAnonMiB float64 `json:"rss_loaded_anon_mib,omitempty"`
-	RSSLoadedFileMiB float64 `json:"rss_loaded_file_mib,omitempty"`
+	RSSLoadedAnonMiB    float64 `json:"rss_loaded_anon_mib,omitempty"`
+	RSSLoadedFileMiB    float64 `json:"rss_loaded_file_mib,omitempty"`
 	RSSServingMiB       float64 `json:"rss_serving_mib,omitempty"`
 	PeakRSSStartupMiB   float64 `json:"peak_rss_startup_mib,omitempty"`
 	PeakRSSDrainMiB     float64 `json:"peak_rss_drain_mib,omitempty"`
