@@ -422,6 +422,11 @@ func TestLoadPayloadsThroughGroupCache(t *testing.T) {
 	if got := load(); len(got) != 0 {
 		t.Fatalf("after the group was deleted: %v", got)
 	}
+	// a deleted group leaves the cache with its commit: an idle server
+	// keeps no decoded copy of jobs that are all gone
+	if s.groups.size != 0 || len(s.groups.firsts) != 0 || s.groups.lookup(jobs[3].ID) != nil {
+		t.Fatalf("the deleted group is still cached: %d bytes, firsts %v", s.groups.size, s.groups.firsts)
+	}
 
 	c := newGroupCache(100)
 	for i := range 20 {

@@ -85,11 +85,30 @@ func (c *groupCache) add(cg *cachedGroup) {
 	copy(c.firsts[i+1:], c.firsts[i:])
 	c.firsts[i] = cg.first
 	for c.size > c.max {
-		old := c.lru.Remove(c.lru.Back()).(*cachedGroup)
-		delete(c.byName, old.first)
-		c.size -= old.cost()
-		j := sort.SearchStrings(c.firsts, old.first)
-		c.firsts = append(c.firsts[:j], c.firsts[j+1:]...)
+		c.remove(c.lru.Back())
+	}
+}
+
+// remove drops a cached group; the caller holds the mutex.
+func (c *groupCache) remove(el *list.Element) {
+	cg := c.lru.Remove(el).(*cachedGroup)
+	delete(c.byName, cg.first)
+	c.size -= cg.cost()
+	j := sort.SearchStrings(c.firsts, cg.first)
+	c.firsts = append(c.firsts[:j], c.firsts[j+1:]...)
+	if len(c.firsts) == 0 {
+		c.firsts = nil // its array held the IDs of the largest moment
+	}
+}
+
+// forget drops the cached group that starts at first, if any: the group
+// was deleted (its last member left), and a decoded copy of jobs that are
+// all gone would stay until evicted, held for nothing.
+func (c *groupCache) forget(first string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byName[first]; ok {
+		c.remove(el)
 	}
 }
 

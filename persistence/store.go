@@ -403,6 +403,13 @@ func (s *Store) commitGroup(group []*commit) {
 		// crash; what was not committed was not acknowledged
 		err = fmt.Errorf("persistence: commit: %w", protocol.Errorf(protocol.CodeUnavailable, "storage unavailable: %s", msg))
 	}
+	if err == nil {
+		for _, c := range group {
+			for _, g := range c.batch.killed {
+				s.groups.forget(g.first)
+			}
+		}
+	}
 	for _, c := range group {
 		if c.done != nil {
 			c.done(err)
