@@ -149,17 +149,18 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 			}
 		case stParked:
 			if en.parkedKey() == key {
-				j := en.full()
-				c, _ := bindingCost(j.Budgets, key)
-				r.Parked = append(r.Parked, JobRef{ID: j.ID, Queue: j.Queue, Cost: c, Priority: en.parkedPrio, Sole: len(j.Budgets) == 1})
+				// read without rebuilding a compact job (queued_compact.go)
+				bindings := en.budgets()
+				c, _ := bindingCost(bindings, key)
+				r.Parked = append(r.Parked, JobRef{ID: en.id(), Queue: en.queue(), Cost: c, Priority: en.parkedPrio, Sole: len(bindings) == 1})
 			}
 		case stReserving:
 			for i, b := range en.resv.bindings {
 				switch {
 				case b.Key != key:
 				case i < en.resv.idx:
-					r.Holds = append(r.Holds, JobHold{JobID: en.full().ID, Cost: b.Cost})
-					delete(held, en.full().ID)
+					r.Holds = append(r.Holds, JobHold{JobID: en.id(), Cost: b.Cost})
+					delete(held, en.id())
 				case i == en.resv.idx:
 					ask = append(ask, en)
 				}
@@ -178,7 +179,7 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 	}
 	// ask again in dispatch order, as the pump asked first
 	slices.SortFunc(ask, func(a, b *entry) int {
-		if refLess(JobRef{ID: a.full().ID, Priority: a.full().Priority}, JobRef{ID: b.full().ID, Priority: b.full().Priority}) {
+		if refLess(JobRef{ID: a.id(), Priority: a.priority()}, JobRef{ID: b.id(), Priority: b.priority()}) {
 			return -1
 		}
 		return 1

@@ -137,12 +137,14 @@ func (e *queueCore) internNames(j *protocol.Job) {
 type nameInterner struct {
 	recent [8]unique.Handle[string]
 	next   int
+	// kinds are the last (type, queue) pairs made handles of (kind)
+	kinds    [4]unique.Handle[jobKind]
+	nextKind int
 }
 
 func (c *nameInterner) intern(s string) string { return c.handle(s).Value() }
 
-// handle is s's handle: 8 bytes that stand for s (compact jobs keep their
-// type and queue so, queued_compact.go).
+// handle is s's handle: 8 bytes that stand for s.
 func (c *nameInterner) handle(s string) unique.Handle[string] {
 	for _, r := range c.recent {
 		if r != (unique.Handle[string]{}) && r.Value() == s {
@@ -152,6 +154,21 @@ func (c *nameInterner) handle(s string) unique.Handle[string] {
 	h := unique.Make(s)
 	c.recent[c.next] = h
 	c.next = (c.next + 1) % len(c.recent)
+	return h
+}
+
+// kind is the handle of the pair (typ, queue) (compact jobs keep their type
+// and queue so, queued_compact.go).
+func (c *nameInterner) kind(typ, queue string) unique.Handle[jobKind] {
+	k := jobKind{typ, queue}
+	for _, r := range c.kinds {
+		if r != (unique.Handle[jobKind]{}) && r.Value() == k {
+			return r
+		}
+	}
+	h := unique.Make(k)
+	c.kinds[c.nextKind] = h
+	c.nextKind = (c.nextKind + 1) % len(c.kinds)
 	return h
 }
 

@@ -281,6 +281,7 @@ type simStats struct {
 	ops, messages, deliveries, dispatches, commits, grants, refusals, wakes, restarts, quiescentChecks, timerFires, wokenClaims, deleteReserving, deleteUnwritten int
 	maxLive                            int
 	compact                            int // entries seen compact at quiescent checks (queued_compact.go)
+	compactParked                      int // of those, parked on a budget
 	batches, overtaken, foreignRefunds int // batched messages delivered; deliveries ahead of an older message
 }
 
@@ -1100,6 +1101,9 @@ func (s *sim) checkQuiescent() {
 		held += payloadCost(en.look().Payload)
 		if en.jb == nil {
 			s.stats.compact++
+			if en.state == stParked {
+				s.stats.compactParked++
+			}
 		}
 	}
 	if held != e.payloadBytes || held > e.cfg.PayloadCacheBytes {

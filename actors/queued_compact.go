@@ -1,53 +1,71 @@
 package actors
 
 import (
+	"math"
 	"unique"
+	"unsafe"
 
 	"github.com/tollgate/tollgate/protocol"
 )
 
 // The compact form of a waiting job. Most unfinished jobs of a backlog are
-// plain: ready or scheduled, no budgets, no unique key, no batch, default
-// retry settings, never failed, their payload only in the store. Such a
-// job is rebuilt exactly from its ID, type, queue, priority, attempts,
-// status, ready_at and InGroup, so memory keeps those in a queuedJob
-// (48 bytes: the ID as its 16-byte key, type and queue as handles of their
-// interned strings) instead of a protocol.Job (224 bytes, and 32 more for
-// the ID string, which the job map does not keep either: jobmap.go). An
-// entry holds one of the two: en.jb, or en.q while its job is compact.
+// plain: ready, scheduled or parked on a budget, no unique key, no batch,
+// default retry settings, never failed, their payload only in the store.
+// Such a job is rebuilt exactly from its ID, type, queue, priority,
+// attempts, status, ready_at, InGroup and budget bindings, so memory keeps
+// those in a queuedJob (48 bytes: the ID as its 16-byte key, type and queue
+// as one handle of the interned pair, the bindings as a pointer into a list
+// the jobs bound alike share) instead of a protocol.Job (232 bytes, and its
+// ID string, which the job map does not keep either:
+// jobmap.go). An entry holds one of the two: en.jb, or en.q while its job
+// is compact.
 //
 // Code that needs the whole job calls en.full(), which turns a compact
 // entry back into a full one for good; code that only reads a few fields
 // uses the accessors below, and code that reads the whole job without
-// keeping it uses en.peek. The engine compacts entries at two points only,
-// where no caller still holds the job's pointer: at the end of loading a
-// job and at the end of handling an enqueue (e.compact), and only once
-// EngineConfig.CompactFrom jobs are unfinished: a short queue is served
-// soon, and compacting its jobs only to rebuild them at dispatch would
-// allocate ~300 bytes more per job for little memory saved.
+// keeping it uses en.peek. The engine compacts entries at three points
+// only, where no caller still holds the job's pointer: at the end of
+// loading a job, at the end of handling an enqueue, and when a job parks
+// on a budget (e.compact); and only once EngineConfig.CompactFrom jobs are
+// unfinished: a short queue is served soon, and compacting its jobs only to
+// rebuild them at dispatch would allocate ~300 bytes more per job for
+// little memory saved. A parked job is the common case of a budgeted
+// backlog: it waits, often for long, and its reservation and wake read its
+// ID, queue, priority and bindings only (reservations.go).
 
 // queuedJob is what memory keeps of a plain waiting job.
 type queuedJob struct {
-	key      protocol.IDKey
-	typ      unique.Handle[string]
-	queue    unique.Handle[string]
+	key  protocol.IDKey
+	kind unique.Handle[jobKind]
+	// budgets is the first of the job's nBudgets bindings (nil: none): a
+	// list the job shares with the jobs of its request bound alike, and
+	// never changed in place (a rebind replaces a job's list).
+	budgets  *protocol.Binding
 	readyAt  uint64
 	attempts uint32
 	priority uint16
-	status   queuedStatus
-	inGroup  bool
+	flags    queuedFlags
+	nBudgets uint8
 }
 
-// queuedStatus is a compact job's status: only waiting statuses compact.
-type queuedStatus uint8
+// jobKind is a job's type and queue: a backlog holds few pairs, so a
+// compact job keeps one handle of its pair rather than one of each.
+type jobKind struct{ typ, queue string }
+
+// queuedFlags are a compact job's status and InGroup, as bits.
+type queuedFlags uint8
 
 const (
-	queuedReady queuedStatus = iota
-	queuedScheduled
+	// queuedScheduled: the job's status is scheduled, else ready (only
+	// waiting jobs compact)
+	queuedScheduled queuedFlags = 1 << iota
+	// queuedInGroup is protocol.Job.InGroup
+	queuedInGroup
 )
 
-func (s queuedStatus) status() protocol.Status {
-	if s == queuedScheduled {
+// status is the status the flags give.
+func (f queuedFlags) status() protocol.Status {
+	if f&queuedScheduled != 0 {
 		return protocol.StatusScheduled
 	}
 	return protocol.StatusReady
@@ -55,23 +73,39 @@ func (s queuedStatus) status() protocol.Status {
 
 // plainJob reports whether j is rebuilt exactly from its compact form:
 // every field a queuedJob does not keep is zero (nil, not merely empty,
-// for slices), and its status is ready or scheduled.
+// for slices), its bindings are nil or a non-empty list, and its status is
+// ready or scheduled.
 func plainJob(j *protocol.Job) bool {
 	return (j.Status == protocol.StatusReady || j.Status == protocol.StatusScheduled) &&
 		j.Payload == nil && j.RetryLimit == nil && j.Backoff == nil && j.Retention == nil &&
 		j.DequeuedAt == 0 && j.FailedAt == 0 && j.CompletedAt == 0 && j.PurgeAt == 0 &&
-		j.UniqueKey == "" && j.UniqueWhile == "" && j.Batch == nil && j.Budgets == nil &&
+		j.UniqueKey == "" && j.UniqueWhile == "" && j.Batch == nil &&
+		(j.Budgets == nil || len(j.Budgets) > 0 && len(j.Budgets) <= math.MaxUint8) &&
 		j.TimeoutMs == nil
 }
 
 // compactOf is the compact form of a plain job.
 func compactOf(j *protocol.Job, names *nameInterner) *queuedJob {
-	q := &queuedJob{key: idKey(j.ID), typ: names.handle(j.Type), queue: names.handle(j.Queue), readyAt: j.ReadyAt,
-		attempts: j.Attempts, priority: j.Priority, inGroup: j.InGroup}
+	q := &queuedJob{key: idKey(j.ID), kind: names.kind(j.Type, j.Queue), readyAt: j.ReadyAt,
+		attempts: j.Attempts, priority: j.Priority}
 	if j.Status == protocol.StatusScheduled {
-		q.status = queuedScheduled
+		q.flags |= queuedScheduled
+	}
+	if j.InGroup {
+		q.flags |= queuedInGroup
+	}
+	if len(j.Budgets) > 0 {
+		q.budgets, q.nBudgets = &j.Budgets[0], uint8(len(j.Budgets))
 	}
 	return q
+}
+
+// bindings is the job's binding list, the one it was compacted with.
+func (q *queuedJob) bindings() []protocol.Binding {
+	if q.budgets == nil {
+		return nil
+	}
+	return unsafe.Slice(q.budgets, q.nBudgets)
 }
 
 // fill sets j to the job q is the compact form of.
@@ -79,14 +113,15 @@ func (q *queuedJob) fill(j *protocol.Job) { q.fillID(j, q.key.String()) }
 
 // fillID is fill with the job's ID already at hand.
 func (q *queuedJob) fillID(j *protocol.Job, id string) {
-	*j = protocol.Job{ID: id, Type: q.typ.Value(), Queue: q.queue.Value(), Priority: q.priority, InGroup: q.inGroup,
-		Attempts: q.attempts, Status: q.status.status(), ReadyAt: q.readyAt}
+	kind := q.kind.Value()
+	*j = protocol.Job{ID: id, Type: kind.typ, Queue: kind.queue, Priority: q.priority, InGroup: q.flags&queuedInGroup != 0,
+		Attempts: q.attempts, Status: q.flags.status(), ReadyAt: q.readyAt, Budgets: q.bindings()}
 }
 
 // compact keeps en's job in its compact form when it is waiting and plain.
 // Callers make sure that nobody holds the job's pointer any more.
 func (e *queueCore) compact(en *entry) {
-	if len(e.jobs) < e.cfg.CompactFrom || en.jb == nil || (en.state != stReady && en.state != stScheduled) || !plainJob(en.jb) {
+	if len(e.jobs) < e.cfg.CompactFrom || en.jb == nil || (en.state != stReady && en.state != stScheduled && en.state != stParked) || !plainJob(en.jb) {
 		return
 	}
 	en.q = compactOf(en.jb, &e.names)
@@ -144,7 +179,7 @@ func (en *entry) queue() string {
 	if en.jb != nil {
 		return en.jb.Queue
 	}
-	return en.q.queue.Value()
+	return en.q.kind.Value().queue
 }
 
 // priority is the job's priority.
@@ -155,12 +190,13 @@ func (en *entry) priority() uint16 {
 	return en.q.priority
 }
 
-// budgets is the job's bindings (none while it is compact).
+// budgets is the job's bindings. Callers do not change the list: it may be
+// shared with other jobs.
 func (en *entry) budgets() []protocol.Binding {
 	if en.jb != nil {
 		return en.jb.Budgets
 	}
-	return nil
+	return en.q.bindings()
 }
 
 // status is the job's stored status.
@@ -168,7 +204,7 @@ func (en *entry) status() protocol.Status {
 	if en.jb != nil {
 		return en.jb.Status
 	}
-	return en.q.status.status()
+	return en.q.flags.status()
 }
 
 // readyAt is the job's ready_at.
@@ -194,7 +230,7 @@ func (en *entry) setReady() {
 		en.jb.Status = protocol.StatusReady
 		return
 	}
-	en.q.status = queuedReady
+	en.q.flags &^= queuedScheduled
 }
 
 // traceEntry traces an event of en's job without keeping it whole.

@@ -26,20 +26,30 @@ func plainTestJob() protocol.Job {
 // protocol.Job makes a job not plain: a field added to protocol.Job later
 // fails here until plainJob (or the compact form) accounts for it.
 func TestCompactFormRebuildsThePlainJob(t *testing.T) {
+	bound := [][]protocol.Binding{nil, {{Key: "b", Cost: 3}}, {{Key: "a", Cost: 1}, {Key: "b", Cost: 7}, {Key: "c", Cost: 2}}}
 	for _, st := range []protocol.Status{protocol.StatusReady, protocol.StatusScheduled} {
-		j := plainTestJob()
-		j.Status = st
-		if !plainJob(&j) {
-			t.Fatalf("%+v is not plain", j)
-		}
-		var back protocol.Job
-		compactOf(&j, &nameInterner{}).fill(&back)
-		if !reflect.DeepEqual(back, j) {
-			t.Fatalf("rebuilt %+v, want %+v", back, j)
+		for _, in := range []bool{false, true} {
+			for _, budgets := range bound {
+				j := plainTestJob()
+				j.Status, j.InGroup, j.Budgets = st, in, budgets
+				if !plainJob(&j) {
+					t.Fatalf("%+v is not plain", j)
+				}
+				var back protocol.Job
+				compactOf(&j, &nameInterner{}).fill(&back)
+				if !reflect.DeepEqual(back, j) {
+					t.Fatalf("rebuilt %+v, want %+v", back, j)
+				}
+			}
 		}
 	}
 	kept := map[string]bool{"ID": true, "Type": true, "Queue": true, "Priority": true, "InGroup": true,
-		"Attempts": true, "Status": true, "ReadyAt": true}
+		"Attempts": true, "Status": true, "ReadyAt": true, "Budgets": true}
+	j := plainTestJob()
+	j.Budgets = []protocol.Binding{}
+	if plainJob(&j) {
+		t.Error("a job with an empty, non-nil binding list counts as plain: its compact form would make it nil")
+	}
 	typ := reflect.TypeFor[protocol.Job]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
@@ -108,19 +118,29 @@ func TestEntryAccessorsReadBothForms(t *testing.T) {
 		t.Fatalf("full() = %+v; the entry keeps it: %v", *full, en.jb == full)
 	}
 
-	// only waiting, plain jobs compact
-	for _, st := range []jobState{stReserving, stParked, stInFlight, stGone} {
+	// only waiting (ready, scheduled, parked), plain jobs compact
+	for _, st := range []jobState{stReserving, stInFlight, stGone} {
 		c := j
 		en := &entry{jb: &c, state: st}
 		if e.compact(en); en.jb != &c {
 			t.Errorf("an entry in state %d compacted", st)
 		}
 	}
+
+	// a bound job, parked: compact, its bindings read (and rebuilt) as
+	// the very list it was enqueued with, shared, not copied
+	shared := []protocol.Binding{{Key: "a", Cost: 2}, {Key: "b", Cost: 1}}
 	c := j
-	c.Budgets = []protocol.Binding{{Key: "b", Cost: 1}}
-	en = &entry{jb: &c, state: stReady}
-	if e.compact(en); en.jb != &c {
-		t.Error("a bound job compacted")
+	c.Status, c.Budgets = protocol.StatusReady, shared
+	en = &entry{jb: &c, state: stParked}
+	if e.compact(en); en.jb != nil {
+		t.Fatal("a parked, bound job did not compact")
+	}
+	if got := en.budgets(); len(got) != 2 || &got[0] != &shared[0] {
+		t.Fatalf("a compact job's bindings are %v at %p, want the list at %p", got, &got[0], &shared[0])
+	}
+	if got := en.full(); !reflect.DeepEqual(*got, c) || &got.Budgets[0] != &shared[0] {
+		t.Fatalf("rebuilt %+v, want %+v", *got, c)
 	}
 }
 
@@ -139,7 +159,10 @@ func TestModelCompactsWaitingJobs(t *testing.T) {
 	if res.stats.compact == 0 {
 		t.Fatal("no entry was compact at any quiescent check")
 	}
-	t.Logf("%d compact entries seen at %d checks", res.stats.compact, res.stats.quiescentChecks)
+	if res.stats.compactParked == 0 {
+		t.Fatal("no parked entry was compact at any quiescent check")
+	}
+	t.Logf("%d compact entries (%d parked) seen at %d checks", res.stats.compact, res.stats.compactParked, res.stats.quiescentChecks)
 }
 
 // TestEntrySizes pins the sizes the memory of a queued job depends on: an

@@ -15,7 +15,7 @@ func (e *queueCore) startReservation(en *entry, s *stream) {
 	// reserve in key order; binding lists are replaced, never changed in
 	// place, so an already sorted one (the usual case) is used as it is
 	r := e.reservations.new()
-	r.bindings = en.full().Budgets
+	r.bindings = en.budgets()
 	if !slices.IsSortedFunc(r.bindings, compareBindingKeys) {
 		if len(r.bindings) <= len(r.sorted) {
 			// a few bindings out of order: sort a copy kept in the
@@ -43,8 +43,7 @@ func (e *queueCore) askNext(en *entry) {
 	b := en.resv.bindings[en.resv.idx]
 	last := en.resv.idx == len(en.resv.bindings)-1
 	r := e.msgs.reserves.new()
-	j := en.full()
-	*r = ReserveRequest{Job: JobRef{ID: j.ID, Priority: j.Priority, Queue: j.Queue, Cost: b.Cost, Sole: len(en.resv.bindings) == 1},
+	*r = ReserveRequest{Job: JobRef{ID: en.id(), Priority: en.priority(), Queue: en.queue(), Cost: b.Cost, Sole: len(en.resv.bindings) == 1},
 		Commit: last, entry: e.slots.ref(en)}
 	e.out.toBudget(b.Key, r)
 }
@@ -80,7 +79,7 @@ func (e *queueCore) endReservation(en *entry) {
 // releaseHolds releases the holds a reservation was granted so far.
 func (e *queueCore) releaseHolds(en *entry) {
 	for _, b := range en.resv.bindings[:en.resv.idx] {
-		e.out.toBudget(b.Key, &ReleaseReservation{JobID: en.full().ID})
+		e.out.toBudget(b.Key, &ReleaseReservation{JobID: en.id()})
 	}
 }
 
@@ -113,6 +112,7 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 		en.parkedPrio = m.Priority // a patch may change the job's meanwhile
 		en.stream = nil
 		en.resv = nil
+		e.compact(en) // it may wait long (queued_compact.go)
 		e.pump(now)
 		return
 	}
@@ -134,7 +134,7 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 		en.resv.idx = len(held)
 		e.releaseHolds(en)
 		if m.Committed {
-			e.out.toBudget(m.Key, &RefundTokens{JobID: en.full().ID, Cost: m.Cost, Incarnation: m.Incarnation})
+			e.out.toBudget(m.Key, &RefundTokens{JobID: en.id(), Cost: m.Cost, Incarnation: m.Incarnation})
 		}
 		e.makeReady(en)
 		e.pump(now)
@@ -225,7 +225,7 @@ func (e *queueCore) detach(en *entry) {
 		e.nudge(en.resv.bindings[en.resv.idx+1:])
 		e.endReservation(en)
 	case stParked:
-		e.out.toBudget(en.parkedKey(), &UnparkJob{JobID: en.full().ID, Priority: en.parkedPrio})
+		e.out.toBudget(en.parkedKey(), &UnparkJob{JobID: en.id(), Priority: en.parkedPrio})
 	case stScheduled:
 		e.out.unschedule(en.id())
 	case stInFlight:
