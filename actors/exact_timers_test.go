@@ -123,10 +123,12 @@ func TestExactTimersSendEachOnce(t *testing.T) {
 }
 
 // TestExactTimersStop: Stop cancels what is pending and later sends are
-// ignored.
+// ignored. The pending message is due in a minute, so that it cannot fall
+// due before Stop on a loaded machine (with 1 ms, a test preempted
+// between the two calls saw it arrive, sent before Stop).
 func TestExactTimersStop(t *testing.T) {
 	timers, pid, got := exactTimersHarness(t)
-	timers.SendOnce(time.Millisecond, pid, &exactMsg{n: 1})
+	timers.SendOnce(time.Minute, pid, &exactMsg{n: 1})
 	timers.Stop()
 	timers.SendOnce(0, pid, &exactMsg{n: 2})
 	if timers.kernel != nil || len(timers.pending) != 0 {
