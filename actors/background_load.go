@@ -280,7 +280,7 @@ func (a *queueActor) onLoadScanned(m *loadScanned, now uint64) {
 	a.eng.loading = false
 	a.eng.considerLoaded(now)
 	a.eng.loadBatchLinks(m.links, a.loadBatch)
-	for _, en := range a.eng.jobs {
+	for en := range a.eng.jobs.all() {
 		if en.state == stScheduled {
 			a.stats.Scheduled++
 		} else {

@@ -141,7 +141,7 @@ func (e *queueCore) onBudgetFailed(m *BudgetFailed) {
 		held[h.JobID] = h.Cost
 	}
 	var ask []*entry
-	for _, en := range e.jobs {
+	for en := range e.jobs.all() {
 		switch en.state {
 		case stInFlight:
 			if c, ok := bindingCost(en.full().Budgets, key); ok {

@@ -69,9 +69,9 @@ func TestCronFiringFolds(t *testing.T) {
 		require.Equal(t, ms(at), en.LastEnqueueAt, "tick %d counts", i)
 		require.Equal(t, ms(at.Truncate(time.Second).Add(time.Second)), en.NextEnqueueAt)
 	}
-	require.Len(t, h.e.jobs, 1, "the firings folded into one job")
+	require.Equal(t, 1, h.e.jobs.len(), "the firings folded into one job")
 	var j *protocol.Job
-	for _, en := range h.e.jobs {
+	for en := range h.e.jobs.all() {
 		j = en.full()
 	}
 	require.JSONEq(t, `{"items":[1,1,1]}`, string(j.Payload))
@@ -84,7 +84,7 @@ func TestCronFiringFolds(t *testing.T) {
 	en := h.entry("g", "e")
 	require.Equal(t, ms(t0.Add(3*time.Second)), en.LastEnqueueAt, "last_enqueue_at kept")
 	require.Equal(t, ms(at.Truncate(time.Second).Add(time.Second)), en.NextEnqueueAt, "next_enqueue_at advanced")
-	require.Len(t, h.e.jobs, 1)
+	require.Equal(t, 1, h.e.jobs.len())
 	require.JSONEq(t, `{"items":[1,1,1]}`, string(j.Payload))
 	require.EqualValues(t, 1, h.e.cron.stats.Skipped.Load())
 }

@@ -54,7 +54,7 @@ func (h *cronHarness) put(now time.Time, group, zone string, entries ...[3]strin
 // tick fires every entry due at now and returns how many jobs exist.
 func (h *cronHarness) tick(now time.Time) int {
 	h.e.onCronDue(ms(now), h.out.crons().due(ms(now), 1<<30))
-	return len(h.e.jobs)
+	return h.e.jobs.len()
 }
 
 func (h *cronHarness) entry(group, name string) protocol.CronEntry {
@@ -74,7 +74,7 @@ func TestCronDowntimeFiresOnce(t *testing.T) {
 	require.Equal(t, ms(late), en.LastEnqueueAt)
 	require.Equal(t, ms(late.Truncate(time.Second).Add(time.Second)), en.NextEnqueueAt, "continues from now")
 	require.Equal(t, 1, h.tick(late), "nothing more for the missed slots")
-	for _, en := range h.e.jobs {
+	for en := range h.e.jobs.all() {
 		require.Equal(t, ms(late), en.look().ReadyAt, "ready_at is the firing time")
 		require.Equal(t, protocol.StatusReady, en.look().Status)
 	}

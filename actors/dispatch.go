@@ -62,7 +62,7 @@ func (e *queueCore) pump(now uint64) {
 				if !ok {
 					continue
 				}
-				en := e.jobs[it.key]
+				en := e.jobs.at(it.key)
 				e.ready.remove(it, en.queue())
 				if len(en.budgets()) == 0 {
 					e.dispatch(now, en, s)

@@ -230,7 +230,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	e.persistAll(cronBatches, func(err error) { cronErr = err })
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	var scratch protocol.Job // compact jobs are read into it, not rebuilt
-	for _, en := range e.jobs {
+	for en := range e.jobs.all() {
 		deleteRecord(en.peek(&scratch), en.ref, batch)
 		en.state = stGone
 		e.slots.release(en)
@@ -246,7 +246,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 		batch.DeleteBudget(key)
 		e.out.stopBudget(key)
 	}
-	e.jobs = make(jobMap)
+	e.jobs.clear()
 	e.payloadBytes = 0
 	e.ready = newReadyIndex()
 	e.terminal = make(map[string]terminalJob)

@@ -1,7 +1,8 @@
 // Maps made afresh once sparse. A Go map never gives back the table it grew
 // to: after 100,000 tenants' jobs and budgets came and went, the queue's
 // maps keyed by job ID and budget key kept tables sized for 100,000 entries
-// (tens of MiB in all) with nothing in them. The queue actor checks its big
+// (tens of MiB in all) with nothing in them. (The jobs by ID are in a table
+// that shrinks itself: jobmap.go.) The queue actor checks its big
 // maps at the end of each Receive, when nothing iterates them, and copies a
 // map into a new one sized for what it holds once it holds at most a
 // quarter of the most it held.
@@ -63,7 +64,7 @@ func emptied[S ~[]E, E any](s S) S {
 // corePeaks are the peaks of the queue core's maps that grow with jobs or
 // budgets.
 type corePeaks struct {
-	jobs, terminal, budgets, byKey, unique, pending mapPeak
+	terminal, budgets, byKey, unique, pending mapPeak
 	// inFlight is the peak of the jobs in flight on all streams: once it
 	// is sparse, every stream's map is made afresh (costing at most a
 	// quarter of the peak, as one map would).
@@ -73,7 +74,6 @@ type corePeaks struct {
 // shrinkMaps makes the queue core's sparse maps afresh.
 func (e *queueCore) shrinkMaps() {
 	p := &e.peaks
-	e.jobs = shrinkMap(e.jobs, &p.jobs)
 	e.terminal = shrinkMap(e.terminal, &p.terminal)
 	e.budgets = shrinkMap(e.budgets, &p.budgets)
 	e.byKey = shrinkMap(e.byKey, &p.byKey)

@@ -123,8 +123,8 @@ func TestCollectedTenantsLeaveNoMapTables(t *testing.T) {
 		}
 	}
 	asked = nil
-	if len(e.budgets) != 0 || len(e.jobs) != 0 {
-		t.Fatalf("%d budgets and %d jobs left", len(e.budgets), len(e.jobs))
+	if len(e.budgets) != 0 || e.jobs.len() != 0 {
+		t.Fatalf("%d budgets and %d jobs left", len(e.budgets), e.jobs.len())
 	}
 	e.shrinkMaps()
 	after := heapInUse()
@@ -179,8 +179,8 @@ func TestStreamMapsMadeAfresh(t *testing.T) {
 		t.Fatalf("%d in flight after the rebuild, want the 500 left", len(s.inFlight))
 	}
 	e.ack(3000, ids[1500:], noReply)
-	if len(s.inFlight) != 0 || e.inFlightTotal != 0 || len(e.jobs) != 0 {
-		t.Fatalf("%d in flight on the stream, %d in all, %d jobs after acking every job", len(s.inFlight), e.inFlightTotal, len(e.jobs))
+	if len(s.inFlight) != 0 || e.inFlightTotal != 0 || e.jobs.len() != 0 {
+		t.Fatalf("%d in flight on the stream, %d in all, %d jobs after acking every job", len(s.inFlight), e.inFlightTotal, e.jobs.len())
 	}
 }
 

@@ -1097,7 +1097,7 @@ func (s *sim) checkQuiescent() {
 
 	// payload cache: counted exactly and within its bound
 	held := 0
-	for _, en := range e.jobs {
+	for en := range e.jobs.all() {
 		held += payloadCost(en.look().Payload)
 		if en.jb == nil {
 			s.stats.compact++
@@ -1135,9 +1135,9 @@ func (s *sim) checkQuiescent() {
 			return true
 		})
 	}
-	ids := make([]string, 0, len(e.jobs))
-	for k := range e.jobs {
-		ids = append(ids, k.String())
+	ids := make([]string, 0, e.jobs.len())
+	for en := range e.jobs.all() {
+		ids = append(ids, en.id())
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
@@ -1209,7 +1209,7 @@ func (s *sim) checkQuiescent() {
 	// the scheduled set holds every job stored as scheduled, at its
 	// current ready_at, and nothing else (statusindex.go)
 	inSched := 0
-	for _, en := range e.jobs {
+	for en := range e.jobs.all() {
 		want := en.status() == protocol.StatusScheduled
 		if want {
 			inSched++
@@ -1258,7 +1258,7 @@ func (s *sim) checkQuiescent() {
 
 	// pools: exact accounting with nothing pending
 	readyClaims := make(map[string]uint64)
-	for _, en := range e.jobs {
+	for en := range e.jobs.all() {
 		if en.state == stReady {
 			for _, b := range en.look().Budgets {
 				readyClaims[b.Key] += uint64(b.Cost)
@@ -1413,7 +1413,7 @@ func (s *sim) checkQuiescent() {
 		for _, st := range e.order {
 			if st.room() > 0 {
 				if it, ok := e.ready.best(st.queues); ok {
-					s.fail("idle-stream", "stream %d has room %d but ready job %s of %s is not dispatched", st.id, st.room(), it.key, e.jobs[it.key].queue())
+					s.fail("idle-stream", "stream %d has room %d but ready job %s of %s is not dispatched", st.id, st.room(), it.key, e.jobs.at(it.key).queue())
 					return
 				}
 			}
@@ -2046,8 +2046,8 @@ func (s *sim) doRestart() {
 			return
 		}
 	}
-	for k, en := range s.eng.jobs {
-		id := k.String()
+	for en := range s.eng.jobs.all() {
+		id := en.id()
 		if mj := s.jobs[id]; mj == nil || mj.finished {
 			n := -1
 			if mj != nil {
@@ -2574,14 +2574,14 @@ func (s *sim) storeViolation() string {
 	if err != nil {
 		return fmt.Sprintf("scan: %v", err)
 	}
-	if len(stored) != len(e.jobs)+len(e.terminal) {
-		return fmt.Sprintf("store holds %d jobs, memory %d unfinished and %d retained", len(stored), len(e.jobs), len(e.terminal))
+	if len(stored) != e.jobs.len()+len(e.terminal) {
+		return fmt.Sprintf("store holds %d jobs, memory %d unfinished and %d retained", len(stored), e.jobs.len(), len(e.terminal))
 	}
 	live := make(map[*persistence.Group]int)
-	for k, en := range e.jobs {
-		id := k.String()
-		if en.id() != id {
-			return fmt.Sprintf("job %s is in the job map under %s", en.id(), id)
+	for en := range e.jobs.all() {
+		id := en.id()
+		if e.jobs.get(id) != en || e.jobs.at(en.key()) != en {
+			return fmt.Sprintf("job %s is in the job map but not found by its ID", id)
 		}
 		if en.ref.Group() != nil {
 			live[en.ref.Group()]++
@@ -2654,12 +2654,12 @@ func (s *sim) storeViolation() string {
 // indexViolation checks the query indexes (byID, byQueue, queueCounts)
 // against e.jobs and e.terminal; it returns "" when they agree.
 func indexViolation(e *queueCore) string {
-	if n := len(e.jobs) + len(e.terminal); e.byID.Len() != n {
+	if n := e.jobs.len() + len(e.terminal); e.byID.Len() != n {
 		return fmt.Sprintf("byID has %d ids, engine stores %d jobs", e.byID.Len(), n)
 	}
 	want := make(map[string]int)
-	for k, en := range e.jobs {
-		id := k.String()
+	for en := range e.jobs.all() {
+		id := en.id()
 		want[en.look().Queue]++
 		if t := e.byQueue[en.look().Queue]; t == nil || !t.Has(idKey(id)) || !e.byID.Has(idKey(id)) {
 			return fmt.Sprintf("job %s (queue %s) missing from the indexes", id, en.look().Queue)

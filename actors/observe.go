@@ -359,7 +359,7 @@ func (e *queueCore) metrics(now uint64, m *MetricsRequest) *metricsSnapshot {
 		}
 		return m
 	}
-	for _, en := range e.jobs {
+	for en := range e.jobs.all() {
 		m := get(en.queue())
 		switch en.state {
 		case stInFlight:

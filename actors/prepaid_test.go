@@ -38,14 +38,14 @@ func (r *prepaidRig) enqueue(extra ...string) string {
 		nj.Job.Budgets = append(nj.Job.Budgets, protocol.Binding{Key: k, Cost: 1})
 		nj.Bindings = append(nj.Bindings, protocol.NewBinding{Key: k, Cost: 1, CreateWith: &loose})
 	}
-	before := len(r.e.jobs)
+	before := r.e.jobs.len()
 	r.e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{nj}}, noReply)
-	if len(r.e.jobs) != before+1 {
+	if r.e.jobs.len() != before+1 {
 		r.t.Fatal("enqueue failed")
 	}
 	var last protocol.IDKey
-	for k := range r.e.jobs {
-		if last.Less(k) {
+	for en := range r.e.jobs.all() {
+		if k := en.key(); last.Less(k) {
 			last = k
 		}
 	}

@@ -435,7 +435,7 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	// match takes the ID and its key (when the ID is one): the walk of an
 	// index has both, and neither is made twice per job
 	match := func(id string, k protocol.IDKey, isKey bool) bool {
-		if en := e.jobs[k]; isKey && en != nil {
+		if en := e.jobs.at(k); isKey && en != nil {
 			return f.MatchMeta(en.peekID(&scratch, id), en.visibleStatus(now))
 		}
 		if t, ok := e.terminal[id]; ok && t.meta != nil && !purged(t) {

@@ -312,7 +312,6 @@ func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *cons
 		out:         out,
 		log:         log,
 		ids:         protocol.NewIDGenerator(),
-		jobs:        make(jobMap),
 		ready:       newReadyIndex(),
 		terminal:    make(map[string]terminalJob),
 		purgeOrder:  btree.NewG(16, terminalLess),

@@ -121,7 +121,7 @@ func (q *queuedJob) fillID(j *protocol.Job, id string) {
 // compact keeps en's job in its compact form when it is waiting and plain.
 // Callers make sure that nobody holds the job's pointer any more.
 func (e *queueCore) compact(en *entry) {
-	if len(e.jobs) < e.cfg.CompactFrom || en.jb == nil || (en.state != stReady && en.state != stScheduled && en.state != stParked) || !plainJob(en.jb) {
+	if e.jobs.len() < e.cfg.CompactFrom || en.jb == nil || (en.state != stReady && en.state != stScheduled && en.state != stParked) || !plainJob(en.jb) {
 		return
 	}
 	en.q = compactOf(en.jb, &e.names)

@@ -191,7 +191,7 @@ func TestPayloadCacheCountsTheWholeJob(t *testing.T) {
 	}
 	e.enqueue(1000, &EnqueueJobs{Jobs: jobs, Bulk: true}, noReply)
 	whole, compact := 0, 0
-	for _, en := range e.jobs {
+	for en := range e.jobs.all() {
 		if en.jb != nil {
 			whole++
 			if en.jb.Payload == nil {
@@ -219,7 +219,7 @@ func TestShortQueuesStayWhole(t *testing.T) {
 	}
 	compact := func() int {
 		n := 0
-		for _, en := range e.jobs {
+		for en := range e.jobs.all() {
 			if en.jb == nil {
 				n++
 			}

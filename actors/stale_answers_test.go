@@ -153,8 +153,8 @@ func TestAnswersFromBeforeARestartAreDropped(t *testing.T) {
 	e1.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{newJobOnB()}}, noReply)
 	oldDeliveries := openCountingStream(e1)
 	var id string
-	for k := range e1.jobs {
-		id = k.String()
+	for en := range e1.jobs.all() {
+		id = en.id()
 	}
 	oldB := newInFlightBudget(e1.epoch)
 	staleAnswer := deliver(oldB, out1.take())

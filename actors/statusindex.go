@@ -89,7 +89,7 @@ func (e *queueCore) statusCount(now uint64, sts []protocol.Status) uint64 {
 	counts := map[protocol.Status]int{
 		protocol.StatusScheduled: scheduled,
 		protocol.StatusInFlight:  e.inFlightTotal,
-		protocol.StatusReady:     len(e.jobs) - e.inFlightTotal - scheduled,
+		protocol.StatusReady:     e.jobs.len() - e.inFlightTotal - scheduled,
 		protocol.StatusCompleted: e.completedTotal - purgedDone,
 		protocol.StatusDead:      e.deadTotal - purgedDead,
 	}

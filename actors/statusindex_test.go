@@ -17,7 +17,7 @@ var allStatuses = []protocol.Status{protocol.StatusScheduled, protocol.StatusRea
 func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) {
 	t.Helper()
 	byType := map[string]int{}
-	for _, en := range e.jobs {
+	for en := range e.jobs.all() {
 		byType[en.look().Type]++
 	}
 	for _, tj := range e.terminal {
@@ -32,7 +32,7 @@ func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) 
 		}
 	}
 	byKey := map[string]int{}
-	for _, en := range e.jobs {
+	for en := range e.jobs.all() {
 		for _, b := range en.look().Budgets {
 			byKey[b.Key]++
 		}
@@ -52,7 +52,7 @@ func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) 
 	}
 	for _, now := range nows {
 		want := map[protocol.Status]uint64{}
-		for _, en := range e.jobs {
+		for en := range e.jobs.all() {
 			want[en.look().VisibleStatus(now)]++
 		}
 		for _, tj := range e.terminal {

@@ -1,0 +1,135 @@
+package actors
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// TestJobMapAgainstAGoMap runs random puts, replacements and drops on a
+// jobMap and a Go map side by side, with entries in both forms (a whole
+// job's ID string, a compact job's key), and checks after every step that
+// each job is found by its ID and its key, that a dropped or unknown ID is
+// not, that all() walks each job once, and that the table stays between
+// an eighth and three quarters full once it grew.
+func TestJobMapAgainstAGoMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	gen := protocol.NewIDGenerator()
+	ids := make([]string, 3000)
+	for i := range ids {
+		ids[i] = gen.Next(uint64(1_700_000_000_000 + i/7))
+	}
+	var m jobMap
+	model := make(map[string]*entry)
+	newEntry := func(id string) *entry {
+		if rng.IntN(2) == 0 {
+			return &entry{jb: &protocol.Job{ID: id}}
+		}
+		return &entry{q: &queuedJob{key: idKey(id)}}
+	}
+	check := func(step int) {
+		t.Helper()
+		if m.len() != len(model) {
+			t.Fatalf("step %d: len %d, want %d", step, m.len(), len(model))
+		}
+		seen := 0
+		for en := range m.all() {
+			seen++
+			if model[en.id()] != en {
+				t.Fatalf("step %d: all() gave %s, which the model does not hold so", step, en.id())
+			}
+		}
+		if seen != len(model) {
+			t.Fatalf("step %d: all() walked %d jobs, want %d", step, seen, len(model))
+		}
+		if len(m.slots) > jobMapMinSlots && (m.n*8 < len(m.slots) || m.n*4 > len(m.slots)*3) {
+			t.Fatalf("step %d: %d jobs in %d slots", step, m.n, len(m.slots))
+		}
+	}
+	for step := range 20_000 {
+		id := ids[rng.IntN(len(ids))]
+		// phases: grow towards every ID, then shrink towards none
+		grow := step%8000 < 5000
+		switch {
+		case rng.IntN(3) > 0 == grow:
+			en := newEntry(id)
+			m.put(id, en)
+			model[id] = en
+		default:
+			m.drop(id)
+			delete(model, id)
+		}
+		if m.get(id) != model[id] || m.at(idKey(id)) != model[id] {
+			t.Fatalf("step %d: %s found as %p, want %p", step, id, m.get(id), model[id])
+		}
+		if step%97 == 0 {
+			check(step)
+			for _, id := range ids {
+				if m.get(id) != model[id] {
+					t.Fatalf("step %d: %s found as %p, want %p", step, id, m.get(id), model[id])
+				}
+			}
+		}
+	}
+	for _, bad := range []string{"", "not an id", ids[0] + "x"} {
+		if m.get(bad) != nil {
+			t.Fatalf("%q found", bad)
+		}
+		m.drop(bad) // nothing to drop
+	}
+	check(-1)
+	m.clear()
+	if m.len() != 0 || m.get(ids[0]) != nil || m.slots != nil {
+		t.Fatal("clear left jobs")
+	}
+}
+
+// BenchmarkJobMap measures a lookup by ID and a drop and put again in a
+// table of a million compact jobs, and a lookup in a Go map by the ID's key
+// (what the table replaced) for comparison; it reports the mean number of
+// slots a lookup probes past the job's home slot.
+func BenchmarkJobMap(b *testing.B) {
+	gen := protocol.NewIDGenerator()
+	const n = 1_000_000
+	ids := make([]string, n)
+	var m jobMap
+	goMap := make(map[protocol.IDKey]*entry)
+	for i := range ids {
+		ids[i] = gen.Next(uint64(1_700_000_000_000 + i/100))
+		en := &entry{q: &queuedJob{key: idKey(ids[i])}}
+		m.put(ids[i], en)
+		goMap[en.q.key] = en
+	}
+	probes := 0
+	for _, id := range ids {
+		k := idKey(id)
+		for i, mask := m.home(k), len(m.slots)-1; m.slots[i].key() != k; i = (i + 1) & mask {
+			probes++
+		}
+	}
+	b.Run("get", func(b *testing.B) {
+		for i := range b.N {
+			if m.get(ids[i%n]) == nil {
+				b.Fatal("not found")
+			}
+		}
+		b.ReportMetric(float64(probes)/n, "extra-probes")
+	})
+	b.Run("drop-put", func(b *testing.B) {
+		for i := range b.N {
+			id := ids[i%n]
+			en := m.get(id)
+			m.drop(id)
+			m.put(id, en)
+		}
+	})
+	b.Run("go-map-get", func(b *testing.B) {
+		for i := range b.N {
+			k, _ := protocol.ParseIDKey(ids[i%n])
+			if goMap[k] == nil {
+				b.Fatal("not found")
+			}
+		}
+	})
+}
