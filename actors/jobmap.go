@@ -10,25 +10,40 @@ import (
 // jobMap is the unfinished jobs by ID: a hash table of entry pointers with
 // open addressing (linear probing, and deletion by shifting back the
 // entries after a freed slot, so there are no tombstones). A slot holds
-// only the entry's pointer, 8 bytes: the ID's key is read from the entry
-// (a compact job keeps it, queued_compact.go; a whole job's ID string is
-// compared or parsed). A Go map by the ID's 16-byte key cost 24 bytes per
-// slot plus control bytes, and 25 to 53 bytes per job with its growth
-// steps, and never gave its table back; this one holds between 3/8 and 3/4
-// of its slots (11 to 21 bytes per job) and halves once it is an eighth
-// full.
+// the entry's pointer and two bytes: 8 bits of the key's hash, which let a
+// probe pass over other jobs without reading their entries, and the slot's
+// distance from the key's home slot, which lets a deletion shift entries
+// back without reading them. The key itself is read from the entry only
+// to confirm a match: a compact job's key (queued_compact.go), or a whole
+// job's ID string. A Go map by the ID's 16-byte key cost 24 bytes per slot
+// plus control bytes, 25 to 53 bytes per job with its growth steps, and
+// never gave its table back; this one holds between 3/8 and 3/4 of its
+// slots (13 to 27 bytes per job) and halves once it is an eighth full.
 //
 // Keys and IDs correspond one to one (protocol.ParseIDKey accepts only the
 // canonical form), so a lookup by a string that is not an ID finds
 // nothing. The jobs in it are not changed while all() walks it.
 type jobMap struct {
 	slots []*entry // a power of two long, or empty
+	meta  []slotMeta
 	n     int
 }
+
+// slotMeta is a used slot's hash tag (high byte) and its distance from
+// its key's home slot (low byte).
+type slotMeta uint16
+
+func (m slotMeta) tag() uint8             { return uint8(m >> 8) }
+func (m slotMeta) dist() int              { return int(m & 0xff) }
+func metaOf(tag uint8, dist int) slotMeta { return slotMeta(tag)<<8 | slotMeta(dist) }
 
 // jobMapMinSlots is the smallest table, and the size below which it is
 // not shrunk.
 const jobMapMinSlots = 64
+
+// jobMapMaxDist is the longest probe a slot records; a longer one grows
+// the table (at most 3/4 full, probes are a few slots long).
+const jobMapMaxDist = 255
 
 // len is the number of jobs.
 func (m *jobMap) len() int { return m.n }
@@ -39,15 +54,10 @@ func (m *jobMap) get(id string) *entry {
 	if !ok || m.n == 0 {
 		return nil
 	}
-	for i, mask := m.home(k), len(m.slots)-1; ; i = (i + 1) & mask {
-		en := m.slots[i]
-		if en == nil {
-			return nil
-		}
-		if en.jb != nil && en.jb.ID == id || en.jb == nil && en.q.key == k {
-			return en
-		}
+	if i, found := m.find(k, id); found {
+		return m.slots[i]
 	}
+	return nil
 }
 
 // at returns the entry of the job whose ID's key is k, or nil.
@@ -55,11 +65,10 @@ func (m *jobMap) at(k protocol.IDKey) *entry {
 	if m.n == 0 {
 		return nil
 	}
-	i, found := m.find(k)
-	if !found {
-		return nil
+	if i, found := m.find(k, ""); found {
+		return m.slots[i]
 	}
-	return m.slots[i]
+	return nil
 }
 
 // put adds en as the entry of job id (an ID the engine stores: idKey),
@@ -69,11 +78,14 @@ func (m *jobMap) put(id string, en *entry) {
 	if (m.n+1)*4 > len(m.slots)*3 {
 		m.resize(max(jobMapMinSlots, 2*len(m.slots)))
 	}
-	i, found := m.find(k)
-	m.slots[i] = en
-	if !found {
-		m.n++
+	if i, found := m.find(k, id); found {
+		m.slots[i] = en
+		return
 	}
+	for !m.insert(k, en) {
+		m.resize(2 * len(m.slots))
+	}
+	m.n++
 }
 
 // drop removes job id's entry.
@@ -82,7 +94,7 @@ func (m *jobMap) drop(id string) {
 	if !ok || m.n == 0 {
 		return
 	}
-	i, found := m.find(k)
+	i, found := m.find(k, id)
 	if !found {
 		return
 	}
@@ -90,13 +102,14 @@ func (m *jobMap) drop(id string) {
 	// between the slot and it (cyclically), so that probes still find it
 	mask := len(m.slots) - 1
 	for j := (i + 1) & mask; m.slots[j] != nil; j = (j + 1) & mask {
-		h := m.home(m.slots[j].key())
-		if (j-h)&mask >= (j-i)&mask {
+		home := (j - m.meta[j].dist()) & mask
+		if (j-home)&mask >= (j-i)&mask {
 			m.slots[i] = m.slots[j]
+			m.meta[i] = metaOf(m.meta[j].tag(), (i-home)&mask)
 			i = j
 		}
 	}
-	m.slots[i] = nil
+	m.slots[i], m.meta[i] = nil, 0
 	m.n--
 	if len(m.slots) > jobMapMinSlots && m.n*8 < len(m.slots) {
 		m.resize(len(m.slots) / 2)
@@ -117,42 +130,76 @@ func (m *jobMap) all() iter.Seq[*entry] {
 	}
 }
 
-// find returns the slot of key k, or the free slot where it would go.
-func (m *jobMap) find(k protocol.IDKey) (int, bool) {
-	for i, mask := m.home(k), len(m.slots)-1; ; i = (i + 1) & mask {
+// find returns the slot of key k (whose ID is id, or "" when the caller
+// has only the key), or the free slot where it would go.
+func (m *jobMap) find(k protocol.IDKey, id string) (int, bool) {
+	home, tag := m.hash(k)
+	for i, mask := home, len(m.slots)-1; ; i = (i + 1) & mask {
 		en := m.slots[i]
 		if en == nil {
 			return i, false
 		}
-		if en.key() == k {
+		if m.meta[i].tag() != tag {
+			continue
+		}
+		switch {
+		case en.jb == nil:
+			if en.q.key == k {
+				return i, true
+			}
+		case id != "":
+			if en.jb.ID == id {
+				return i, true
+			}
+		case idKey(en.jb.ID) == k:
 			return i, true
 		}
 	}
 }
 
-// home is the slot where key k's probe starts: the top bits of a mix of
-// both halves (an ID's low half holds its random part, its high half the
-// time and a counter).
-func (m *jobMap) home(k protocol.IDKey) int {
+// insert puts en, of key k, in the first free slot from k's home; it
+// reports false when that slot is too far from home to record.
+func (m *jobMap) insert(k protocol.IDKey, en *entry) bool {
+	home, tag := m.hash(k)
+	mask := len(m.slots) - 1
+	for d := 0; d <= jobMapMaxDist; d++ {
+		i := (home + d) & mask
+		if m.slots[i] == nil {
+			m.slots[i], m.meta[i] = en, metaOf(tag, d)
+			return true
+		}
+	}
+	return false
+}
+
+// hash is key k's home slot, from the top bits of a mix of both halves
+// (an ID's low half holds its random part, its high half the time and a
+// counter), and its tag, from the bits below them.
+func (m *jobMap) hash(k protocol.IDKey) (home int, tag uint8) {
 	h := (k.Lo ^ bits.RotateLeft64(k.Hi, 29)) * 0x9e3779b97f4a7c15
 	h ^= h >> 32
 	h *= 0xbf58476d1ce4e5b9
-	return int(h >> (64 - bits.TrailingZeros(uint(len(m.slots)))))
+	shift := 64 - bits.TrailingZeros(uint(len(m.slots)))
+	return int(h >> shift), uint8(h >> (shift - 8))
 }
 
-// resize moves the entries into a table of n slots (a power of two).
+// resize moves the entries into a table of n slots (a power of two), or
+// of twice as many if a probe there is too long to record.
 func (m *jobMap) resize(n int) {
 	old := m.slots
-	m.slots = make([]*entry, n)
-	mask := n - 1
-	for _, en := range old {
-		if en == nil {
-			continue
-		}
-		i := m.home(en.key())
-		for m.slots[i] != nil {
-			i = (i + 1) & mask
-		}
-		m.slots[i] = en
+	for !m.rehash(old, n) {
+		n *= 2
 	}
+}
+
+// rehash makes a table of n slots and puts the entries of old in it; it
+// reports false if one did not fit (see insert).
+func (m *jobMap) rehash(old []*entry, n int) bool {
+	m.slots, m.meta = make([]*entry, n), make([]slotMeta, n)
+	for _, en := range old {
+		if en != nil && !m.insert(en.key(), en) {
+			return false
+		}
+	}
+	return true
 }

@@ -102,11 +102,8 @@ func BenchmarkJobMap(b *testing.B) {
 		goMap[en.q.key] = en
 	}
 	probes := 0
-	for _, id := range ids {
-		k := idKey(id)
-		for i, mask := m.home(k), len(m.slots)-1; m.slots[i].key() != k; i = (i + 1) & mask {
-			probes++
-		}
+	for _, md := range m.meta {
+		probes += md.dist()
 	}
 	b.Run("get", func(b *testing.B) {
 		for i := range b.N {
@@ -124,6 +121,24 @@ func BenchmarkJobMap(b *testing.B) {
 			m.put(id, en)
 		}
 	})
+	// a short queue's jobs are whole: a probe reads the key from the ID
+	// string; put, at and drop as the engine does for each job it handles
+	var small jobMap
+	whole := make([]*entry, 512)
+	for i := range whole {
+		whole[i] = &entry{jb: &protocol.Job{ID: ids[i]}}
+		small.put(ids[i], whole[i])
+	}
+	b.Run("whole-put-at-drop", func(b *testing.B) {
+		for i := range b.N {
+			en := whole[i%len(whole)]
+			small.drop(en.jb.ID)
+			small.put(en.jb.ID, en)
+			if small.at(idKey(en.jb.ID)) != en {
+				b.Fatal("not found")
+			}
+		}
+	})
 	b.Run("go-map-get", func(b *testing.B) {
 		for i := range b.N {
 			k, _ := protocol.ParseIDKey(ids[i%n])
@@ -132,4 +147,38 @@ func BenchmarkJobMap(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestJobMapGrowsOnLongProbes puts 300 jobs whose keys share their home
+// slot in a table of 512 slots: the 257th would be further from home than
+// a slot records, so the table grows, and every job is still found.
+func TestJobMapGrowsOnLongProbes(t *testing.T) {
+	gen := protocol.NewIDGenerator()
+	probe := jobMap{slots: make([]*entry, 512)}
+	var ids []string
+	for n := 0; len(ids) < 300; n++ {
+		if n > 10_000_000 {
+			t.Fatal("too few keys share a home")
+		}
+		id := gen.Next(uint64(1_700_000_000_000 + n/1000))
+		if home, _ := probe.hash(idKey(id)); home == 0 {
+			ids = append(ids, id)
+		}
+	}
+	var m jobMap
+	m.resize(512)
+	for i, id := range ids {
+		m.put(id, &entry{q: &queuedJob{key: idKey(id)}})
+		if i == 255 && len(m.slots) != 512 {
+			t.Fatalf("grew to %d slots before a probe was too long", len(m.slots))
+		}
+	}
+	if len(m.slots) <= 512 || m.len() != len(ids) {
+		t.Fatalf("%d jobs in %d slots, want %d in more than 512", m.len(), len(m.slots), len(ids))
+	}
+	for _, id := range ids {
+		if en := m.get(id); en == nil || en.q.key != idKey(id) {
+			t.Fatalf("%s not found after the growth", id)
+		}
+	}
 }

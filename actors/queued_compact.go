@@ -119,9 +119,18 @@ func (q *queuedJob) fillID(j *protocol.Job, id string) {
 }
 
 // compact keeps en's job in its compact form when it is waiting and plain.
-// Callers make sure that nobody holds the job's pointer any more.
+// A bound job that is ready is not compacted: it is about to reserve, and
+// is rebuilt at once when its budgets grant; one that is refused parks and
+// compacts then. Callers make sure that nobody holds the job's pointer any
+// more.
 func (e *queueCore) compact(en *entry) {
-	if e.jobs.len() < e.cfg.CompactFrom || en.jb == nil || (en.state != stReady && en.state != stScheduled && en.state != stParked) || !plainJob(en.jb) {
+	if e.jobs.len() < e.cfg.CompactFrom || en.jb == nil || !plainJob(en.jb) {
+		return
+	}
+	switch {
+	case en.state == stScheduled || en.state == stParked:
+	case en.state == stReady && en.jb.Budgets == nil:
+	default:
 		return
 	}
 	en.q = compactOf(en.jb, &e.names)

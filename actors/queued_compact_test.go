@@ -142,6 +142,20 @@ func TestEntryAccessorsReadBothForms(t *testing.T) {
 	if got := en.full(); !reflect.DeepEqual(*got, c) || &got.Budgets[0] != &shared[0] {
 		t.Fatalf("rebuilt %+v, want %+v", *got, c)
 	}
+	// a bound job that is ready is about to reserve: compacting it would
+	// only rebuild it at once; one scheduled waits for its time
+	c = j
+	c.Status, c.Budgets = protocol.StatusReady, shared
+	en = &entry{jb: &c, state: stReady}
+	if e.compact(en); en.jb != &c {
+		t.Error("a ready, bound job compacted")
+	}
+	c = j
+	c.Budgets = shared
+	en = &entry{jb: &c, state: stScheduled}
+	if e.compact(en); en.jb != nil {
+		t.Error("a scheduled, bound job did not compact")
+	}
 }
 
 // TestModelCompactsWaitingJobs checks that the model test reaches compact
