@@ -135,40 +135,38 @@ func (e *queueCore) internNames(j *protocol.Job) {
 // mostly share their queue, type and budget keys, and comparing with a
 // recent name is cheaper than interning it again.
 type nameInterner struct {
-	recent [8]unique.Handle[string]
-	next   int
-	// kinds are the last (type, queue) pairs made handles of (kind)
-	kinds    [4]unique.Handle[jobKind]
-	nextKind int
+	names recentHandles[string]
+	kinds recentHandles[jobKind] // (type, queue) pairs of compact jobs
 }
 
 func (c *nameInterner) intern(s string) string { return c.handle(s).Value() }
 
 // handle is s's handle: 8 bytes that stand for s.
-func (c *nameInterner) handle(s string) unique.Handle[string] {
-	for _, r := range c.recent {
-		if r != (unique.Handle[string]{}) && r.Value() == s {
-			return r
-		}
-	}
-	h := unique.Make(s)
-	c.recent[c.next] = h
-	c.next = (c.next + 1) % len(c.recent)
-	return h
-}
+func (c *nameInterner) handle(s string) unique.Handle[string] { return c.names.make(s) }
 
 // kind is the handle of the pair (typ, queue) (compact jobs keep their type
 // and queue so, queued_compact.go).
 func (c *nameInterner) kind(typ, queue string) unique.Handle[jobKind] {
-	k := jobKind{typ, queue}
-	for _, r := range c.kinds {
-		if r != (unique.Handle[jobKind]{}) && r.Value() == k {
-			return r
+	return c.kinds.make(jobKind{typ, queue})
+}
+
+// recentHandles are the last few handles made, looked through before
+// making one.
+type recentHandles[T comparable] struct {
+	recent [8]unique.Handle[T]
+	next   int
+}
+
+// make returns v's handle.
+func (r *recentHandles[T]) make(v T) unique.Handle[T] {
+	for _, h := range r.recent {
+		if h != (unique.Handle[T]{}) && h.Value() == v {
+			return h
 		}
 	}
-	h := unique.Make(k)
-	c.kinds[c.nextKind] = h
-	c.nextKind = (c.nextKind + 1) % len(c.kinds)
+	h := unique.Make(v)
+	r.recent[r.next] = h
+	r.next = (r.next + 1) % len(r.recent)
 	return h
 }
 
