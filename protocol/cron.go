@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // MaxCronNameBytes bounds cron group and entry names (SPEC §8.1.2).
@@ -160,7 +161,9 @@ func ValidateTemplate(r *EnqueueRequest) (*CronTemplate, *NewJob, error) {
 func (t *CronTemplate) NewJob() *NewJob {
 	nj := &NewJob{Job: Job{
 		Type: t.Type, Queue: t.Queue, Priority: t.Priority, Payload: []byte(t.Payload),
-		RetryLimit: t.RetryLimit, Backoff: t.Backoff, Retention: t.Retention, Batch: t.Batch, Budgets: t.Budgets,
+		RetryLimit: t.RetryLimit, Backoff: t.Backoff, Retention: t.Retention, Batch: t.Batch,
+		// its own copy: the engine interns a new job's binding keys in place
+		Budgets:   slices.Clone(t.Budgets),
 		TimeoutMs: t.TimeoutMs,
 	}}
 	if t.UniqueKey != nil {
