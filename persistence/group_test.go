@@ -404,7 +404,8 @@ func TestLoadPayloadsThroughGroupCache(t *testing.T) {
 	if got := strings.Join(load(), ","); got != "10,11,12,13,14,15" {
 		t.Fatalf("first read: %s", got)
 	}
-	if s.groups.lookup(jobs[3].ID) == nil {
+	stale := s.groups.lookup(jobs[3].ID)
+	if stale == nil {
 		t.Fatal("the group was not cached")
 	}
 	b = NewBatch(false)
@@ -426,6 +427,15 @@ func TestLoadPayloadsThroughGroupCache(t *testing.T) {
 	// keeps no decoded copy of jobs that are all gone
 	if s.groups.size != 0 || len(s.groups.firsts) != 0 || s.groups.lookup(jobs[3].ID) != nil {
 		t.Fatalf("the deleted group is still cached: %d bytes, firsts %v", s.groups.size, s.groups.firsts)
+	}
+	// one cached again by a reader whose snapshot predates the delete goes
+	// at the next read that finds it deleted
+	s.groups.add(stale)
+	if got := load(); len(got) != 0 {
+		t.Fatalf("after the group was deleted and cached again: %v", got)
+	}
+	if s.groups.size != 0 || s.groups.lookup(jobs[3].ID) != nil {
+		t.Fatalf("a deleted group cached again stays: %d bytes", s.groups.size)
 	}
 
 	c := newGroupCache(100)

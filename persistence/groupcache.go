@@ -103,7 +103,10 @@ func (c *groupCache) remove(el *list.Element) {
 
 // forget drops the cached group that starts at first, if any: the group
 // was deleted (its last member left), and a decoded copy of jobs that are
-// all gone would stay until evicted, held for nothing.
+// all gone would stay until evicted, held for nothing. The commit that
+// deletes a group forgets it; a reader that finds a cached group deleted
+// (cachedGroupOf) forgets it too, for one cached again from an older
+// snapshot meanwhile.
 func (c *groupCache) forget(first string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -148,7 +148,12 @@ func (s *Store) cachedGroupOf(txn *badger.Txn, id string) (*cachedGroup, error) 
 		if !errors.Is(err, badger.ErrKeyNotFound) {
 			return nil, fmt.Errorf("group %s: %w", cg.first, err)
 		}
-		return nil, nil // deleted: its members are all gone
+		// deleted: its members are all gone. The commit that deleted it
+		// dropped it from the cache, but a reader whose snapshot was older
+		// may have cached it again since; a group's first ID is never
+		// used again, so it goes for good.
+		s.groups.forget(cg.first)
+		return nil, nil
 	}
 	first, _, ok, err := findGroup(txn, id)
 	if err != nil || !ok {
