@@ -17,16 +17,20 @@ import (
 // to confirm a match: a compact job's key (queued_compact.go), or a whole
 // job's ID string. A Go map by the ID's 16-byte key cost 24 bytes per slot
 // plus control bytes, 25 to 53 bytes per job with its growth steps, and
-// never gave its table back; this one holds between 3/8 and 3/4 of its
-// slots (13 to 27 bytes per job) and halves once it is an eighth full.
+// never gave its table back; this one grows at 3/4 full to 3/8 full (13 to
+// 27 bytes per job while jobs are added) and halves once it is an eighth
+// full (at most ~80 bytes per job while they leave).
 //
 // Keys and IDs correspond one to one (protocol.ParseIDKey accepts only the
 // canonical form), so a lookup by a string that is not an ID finds
-// nothing. The jobs in it are not changed while all() walks it.
+// nothing. Nothing is put or dropped while all() walks the table (a drop
+// shifts entries, so the walk would miss one or see it twice): put and
+// drop panic then.
 type jobMap struct {
-	slots []*entry // a power of two long, or empty
-	meta  []slotMeta
-	n     int
+	slots   []*entry // a power of two long, or empty
+	meta    []slotMeta
+	n       int
+	walking int // walks under way (all)
 }
 
 // slotMeta is a used slot's hash tag (high byte) and its distance from
@@ -74,13 +78,16 @@ func (m *jobMap) at(k protocol.IDKey) *entry {
 // put adds en as the entry of job id (an ID the engine stores: idKey),
 // replacing the one it had.
 func (m *jobMap) put(id string, en *entry) {
+	m.mustNotWalk()
 	k := idKey(id)
+	if m.n > 0 {
+		if i, found := m.find(k, id); found {
+			m.slots[i] = en
+			return
+		}
+	}
 	if (m.n+1)*4 > len(m.slots)*3 {
 		m.resize(max(jobMapMinSlots, 2*len(m.slots)))
-	}
-	if i, found := m.find(k, id); found {
-		m.slots[i] = en
-		return
 	}
 	for !m.insert(k, en) {
 		m.resize(2 * len(m.slots))
@@ -90,6 +97,7 @@ func (m *jobMap) put(id string, en *entry) {
 
 // drop removes job id's entry.
 func (m *jobMap) drop(id string) {
+	m.mustNotWalk()
 	k, ok := protocol.ParseIDKey(id)
 	if !ok || m.n == 0 {
 		return
@@ -117,16 +125,29 @@ func (m *jobMap) drop(id string) {
 }
 
 // clear removes every job and lets the table go.
-func (m *jobMap) clear() { *m = jobMap{} }
+func (m *jobMap) clear() {
+	m.mustNotWalk()
+	*m = jobMap{}
+}
 
 // all walks the jobs, in no particular order.
 func (m *jobMap) all() iter.Seq[*entry] {
 	return func(yield func(*entry) bool) {
+		m.walking++
+		defer func() { m.walking-- }()
 		for _, en := range m.slots {
 			if en != nil && !yield(en) {
 				return
 			}
 		}
+	}
+}
+
+// mustNotWalk panics if a walk is under way: a change now would make it
+// miss jobs or see them twice.
+func (m *jobMap) mustNotWalk() {
+	if m.walking != 0 {
+		panic("actors: the job table changed while all() walked it")
 	}
 }
 

@@ -182,3 +182,38 @@ func TestJobMapGrowsOnLongProbes(t *testing.T) {
 		}
 	}
 }
+
+// TestJobMapRefusesChangesWhileWalking: a put or drop during all() would
+// shift entries under the walk, so it panics.
+func TestJobMapRefusesChangesWhileWalking(t *testing.T) {
+	gen := protocol.NewIDGenerator()
+	var m jobMap
+	ids := make([]string, 10)
+	for i := range ids {
+		ids[i] = gen.Next(1_700_000_000_000)
+		m.put(ids[i], &entry{q: &queuedJob{key: idKey(ids[i])}})
+	}
+	for name, change := range map[string]func(){
+		"drop":  func() { m.drop(ids[0]) },
+		"put":   func() { m.put(ids[1], &entry{q: &queuedJob{key: idKey(ids[1])}}) },
+		"clear": func() { m.clear() },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s during a walk did not panic", name)
+				}
+			}()
+			for range m.all() {
+				change()
+			}
+		}()
+	}
+	if m.walking != 0 || m.len() != len(ids) {
+		t.Fatalf("after the walks: %d walking, %d jobs", m.walking, m.len())
+	}
+	m.drop(ids[0]) // allowed again
+	if m.len() != len(ids)-1 {
+		t.Fatal("drop after the walks did nothing")
+	}
+}
