@@ -11,7 +11,7 @@ import (
 )
 
 func (e *queueCore) makeReady(en *entry) {
-	en.state = stReady
+	e.setState(en, stReady)
 	en.parkedOn = noBudget
 	en.stream = nil
 	en.resv = nil
@@ -97,7 +97,7 @@ func (e *queueCore) dispatch(now uint64, en *entry, s *stream) {
 	if j.Batch != nil {
 		e.sealOnDispatch(en)
 	}
-	en.state = stInFlight
+	e.setState(en, stInFlight)
 	en.stream = s
 	en.resv = nil
 	en.parkedOn = noBudget

@@ -113,7 +113,7 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		} else {
 			job.Status = protocol.StatusReady
 		}
-		e.jobs.put(job.ID, en)
+		e.addEntry(job.ID, en)
 		e.addStored(&job)
 		e.observeEnqueued(&job)
 		e.bind(&job)
@@ -126,7 +126,7 @@ func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persisten
 		job.FillEnqueueView(&viewArray[i], now, false, false)
 		views[i] = &viewArray[i]
 		if job.Status == protocol.StatusScheduled {
-			en.state = stScheduled
+			e.setState(en, stScheduled)
 			e.out.schedule(job.ID, job.ReadyAt)
 		} else {
 			e.makeReady(en)

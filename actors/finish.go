@@ -43,8 +43,8 @@ func (e *queueCore) ack(now uint64, ids []string, reply func(any)) {
 // when retention is 0, else kept until now+retention.
 func (e *queueCore) finish(now uint64, en *entry, retention uint64, batch *persistence.Batch, completed bool) {
 	j := en.full()
-	e.jobs.drop(j.ID)
-	en.state = stGone
+	e.removeEntry(j.ID, en)
+	e.setState(en, stGone)
 	e.slots.release(en)
 	defer e.dropPayload(j)
 	e.unsched(en)
@@ -133,7 +133,7 @@ func (e *queueCore) fail(now uint64, m *FailJob, reply func(any)) {
 		e.putRecord(en, batch)
 		view = j.View(now, false)
 		view.Status = protocol.StatusScheduled
-		en.state = stScheduled
+		e.setState(en, stScheduled)
 		e.syncSched(en)
 		e.reclaimUnique(j)
 		e.out.schedule(j.ID, j.ReadyAt)
@@ -232,6 +232,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	var scratch protocol.Job // compact jobs are read into it, not rebuilt
 	for en := range e.jobs.all() {
 		deleteRecord(en.peek(&scratch), en.ref, batch)
+		en.flags &^= entryCounted // the counts go below
 		en.state = stGone
 		e.slots.release(en)
 	}
@@ -254,6 +255,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	e.sched.Clear(false)
 	e.completedTotal, e.deadTotal = 0, 0
 	e.queueCounts = make(map[string]int)
+	e.queueStates = make(map[string]*queueStates)
 	e.byID.Clear()
 	e.byQueue = make(map[string]*orderedSet[protocol.IDKey])
 	e.byType = make(map[string]*orderedSet[protocol.IDKey])

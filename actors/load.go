@@ -44,7 +44,7 @@ func (e *queueCore) loadJob(now uint64, j *protocol.Job, ref persistence.Ref, ba
 	e.addStored(j)
 	en := &entry{jb: j, ref: ref}
 	e.loadPayload(en, batch)
-	e.jobs.put(j.ID, en)
+	e.addEntry(j.ID, en)
 	e.bind(j)
 	if j.Status == protocol.StatusInFlight {
 		j.Status = protocol.StatusReady
@@ -59,7 +59,7 @@ func (e *queueCore) loadJob(now uint64, j *protocol.Job, ref persistence.Ref, ba
 		e.claimUnique(j)
 	}
 	if j.ReadyAt > now && j.Status == protocol.StatusScheduled {
-		en.state = stScheduled
+		e.setState(en, stScheduled)
 		e.out.schedule(j.ID, j.ReadyAt)
 	} else {
 		j.Status = protocol.StatusReady

@@ -1095,6 +1095,12 @@ func (s *sim) checkQuiescent() {
 		}
 	}
 
+	// per-queue counts (queue_states.go): what a walk of every job gives
+	if diff := queueMetricsDiff(e.queueMetrics(now), queueMetricsByWalk(e, now)); diff != "" {
+		s.fail("queue-states", "per-queue counts differ from a walk of the jobs: %s", diff)
+		return
+	}
+
 	// payload cache: counted exactly and within its bound
 	held := 0
 	for en := range e.jobs.all() {

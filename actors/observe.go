@@ -347,10 +347,10 @@ type QueueMetrics struct {
 	TimedOut uint64
 }
 
-// metrics answers a MetricsRequest. It walks every job the queue
-// actor holds (O(jobs), once per scrape).
+// metrics answers a MetricsRequest from the per-queue counts kept as jobs
+// move (queue_states.go).
 func (e *queueCore) metrics(now uint64, m *MetricsRequest) *metricsSnapshot {
-	per := make(map[string]*QueueMetrics)
+	per := e.queueMetrics(now)
 	get := func(q string) *QueueMetrics {
 		m := per[q]
 		if m == nil {
@@ -358,34 +358,6 @@ func (e *queueCore) metrics(now uint64, m *MetricsRequest) *metricsSnapshot {
 			per[q] = m
 		}
 		return m
-	}
-	for en := range e.jobs.all() {
-		m := get(en.queue())
-		switch en.state {
-		case stInFlight:
-			m.InFlight++
-		case stScheduled:
-			if en.visibleStatus(now) == protocol.StatusScheduled {
-				m.Scheduled++
-			} else {
-				m.Ready++
-			}
-		case stParked:
-			m.Ready++
-			m.Parked++
-		default:
-			m.Ready++
-		}
-	}
-	for _, t := range e.terminal {
-		if t.purgeAt != 0 && t.purgeAt <= now {
-			continue // purged, awaiting the reaper: invisible
-		}
-		if m := get(t.queue); t.dead {
-			m.Dead++
-		} else {
-			m.Completed++
-		}
 	}
 	for q, c := range e.obs.queues {
 		m := get(q)

@@ -376,6 +376,10 @@ func (e *queueCore) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 	j := en.full()
 	e.unsched(en) // its ready_at may change (statusindex.go)
 	defer e.syncSched(en)
+	// counted again in its queue, maybe another, in its new state
+	// (queue_states.go)
+	e.countEntry(en, -1)
+	defer e.countEntry(en, 1)
 	if p.Queue.Present && !p.Queue.Null && p.Queue.Value != j.Queue {
 		e.moveQueue(j.ID, j.Queue, p.Queue.Value)
 	}
@@ -387,7 +391,7 @@ func (e *queueCore) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 			j.ReadyAt = p.ReadyAt.Value
 			if j.ReadyAt > now {
 				j.Status = protocol.StatusScheduled
-				en.state = stScheduled
+				e.setState(en, stScheduled)
 				en.parkedOn = noBudget
 				en.stream = nil
 				en.resv = nil

@@ -129,6 +129,9 @@ const (
 	// entryUnlink: the job's dispatch sealed its batch, and the write of
 	// its in-flight state removes the key's pending link (batch_core.go).
 	entryUnlink
+	// entryCounted: the job is counted in its queue's queueStates
+	// (queue_states.go).
+	entryCounted
 )
 
 // has reports whether every flag of f is set.
@@ -213,6 +216,9 @@ type queueCore struct {
 	completedTotal int
 	deadTotal      int
 	queueCounts    map[string]int
+	// queueStates counts each queue's jobs by state for /metrics
+	// (queue_states.go).
+	queueStates map[string]*queueStates
 	// byID and byQueue are every stored job's ID (unfinished and retained
 	// finished), in ID order, overall and per queue: the indexes of the
 	// query endpoints (query.go).
@@ -317,6 +323,7 @@ func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *cons
 		purgeOrder:  btree.NewG(16, terminalLess),
 		sched:       newSchedSet(),
 		queueCounts: make(map[string]int),
+		queueStates: make(map[string]*queueStates),
 		byID:        newOrderedSet(keyLess),
 		byQueue:     make(map[string]*orderedSet[protocol.IDKey]),
 		byType:      make(map[string]*orderedSet[protocol.IDKey]),

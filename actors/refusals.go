@@ -108,8 +108,8 @@ func (e *queueCore) forgetJob(now uint64, en *entry) {
 	id := en.full().ID
 	defer e.runDeferred(now, id)
 	e.detach(en)
-	e.jobs.drop(id)
-	en.state = stGone
+	e.removeEntry(id, en)
+	e.setState(en, stGone)
 	e.slots.release(en)
 	e.unsched(en)
 	e.unbind(en.full())
@@ -180,12 +180,12 @@ func (e *queueCore) restore(now uint64, u *undoLog, batch *persistence.Batch) {
 		*j = p.job
 		en := &entry{jb: j, ref: p.ref}
 		e.payloadBytes += payloadCost(j.Payload)
-		e.jobs.put(id, en)
+		e.addEntry(id, en)
 		e.addStored(j)
 		e.bind(j)
 		e.claimUniqueIfFree(j)
 		if j.Status == protocol.StatusScheduled && j.ReadyAt > now {
-			en.state = stScheduled
+			e.setState(en, stScheduled)
 			e.out.schedule(id, j.ReadyAt)
 		} else {
 			j.Status = protocol.StatusReady

@@ -27,7 +27,7 @@ func (e *queueCore) startReservation(en *entry, s *stream) {
 			r.bindings = slices.SortedFunc(slices.Values(r.bindings), compareBindingKeys)
 		}
 	}
-	en.state = stReserving
+	e.setState(en, stReserving)
 	en.stream = s
 	en.resv = r
 	s.reserving++
@@ -107,7 +107,7 @@ func (e *queueCore) onReserveResponse(now uint64, m *ReserveResponse) {
 		e.releaseHolds(en)
 		e.nudge(en.resv.bindings[en.resv.idx+1:])
 		e.endReservation(en)
-		en.state = stParked
+		e.setState(en, stParked)
 		en.parkOn(m.Key)
 		en.parkedPrio = m.Priority // a patch may change the job's meanwhile
 		en.stream = nil

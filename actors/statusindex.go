@@ -56,6 +56,7 @@ func (e *queueCore) unsched(en *entry) {
 }
 
 func (e *queueCore) countTerminal(t terminalJob, d int) {
+	e.countTerminalIn(t, d) // per queue (queue_states.go)
 	if t.dead {
 		e.deadTotal += d
 	} else {

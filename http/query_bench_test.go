@@ -88,7 +88,7 @@ func queryBenchServer(b *testing.B, n int) *echo.Echo {
 }
 
 // BenchmarkQuery times GET /jobs?status=ready&limit=50,
-// GET /jobs/count?queue=q and GET /jobs/count?status=ready on a store of TOLLGATE_BENCH_JOBS jobs (default
+// GET /jobs/count?queue=q, GET /metrics and GET /jobs/count?status=ready on a store of TOLLGATE_BENCH_JOBS jobs (default
 // 20000). The 1M figures: TOLLGATE_BENCH_JOBS=1000000 go test -run='^$'
 // -bench=BenchmarkQuery -benchtime=2s -count=3 ./http/
 func BenchmarkQuery(b *testing.B) {
@@ -118,6 +118,12 @@ func BenchmarkQuery(b *testing.B) {
 		want := fmt.Sprintf(`{"count":%d}`, (n+9)/10)
 		for b.Loop() {
 			get(b, "/jobs/count?queue=q", want)
+		}
+	})
+	// the queue actor walks every unfinished job per scrape (observe.go)
+	b.Run("metrics", func(b *testing.B) {
+		for b.Loop() {
+			get(b, "/metrics", "")
 		}
 	})
 	// No counter answers this one: the queue actor walks every job's
