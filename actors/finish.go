@@ -256,6 +256,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	e.completedTotal, e.deadTotal = 0, 0
 	e.queueCounts = make(map[string]int)
 	e.queueStates = make(map[string]*queueStates)
+	e.lastStates = lastQueueStates{}
 	e.byID.Clear()
 	e.byQueue = make(map[string]*orderedSet[protocol.IDKey])
 	e.byType = make(map[string]*orderedSet[protocol.IDKey])

@@ -219,6 +219,7 @@ type queueCore struct {
 	// queueStates counts each queue's jobs by state for /metrics
 	// (queue_states.go).
 	queueStates map[string]*queueStates
+	lastStates  lastQueueStates
 	// byID and byQueue are every stored job's ID (unfinished and retained
 	// finished), in ID order, overall and per queue: the indexes of the
 	// query endpoints (query.go).

@@ -47,13 +47,19 @@ func (c *queueStates) add(class stateClass, d int) {
 	}
 }
 
-// statesOf returns queue's counts, made on first use.
+// statesOf returns queue's counts, made on first use. The last queue asked
+// for is remembered: most jobs that move at a time share their queue, and
+// its (interned) name compares faster than the map looks it up.
 func (e *queueCore) statesOf(queue string) *queueStates {
+	if last := &e.lastStates; last.c != nil && last.queue == queue {
+		return last.c
+	}
 	c := e.queueStates[queue]
 	if c == nil {
 		c = &queueStates{}
 		e.queueStates[queue] = c
 	}
+	e.lastStates.queue, e.lastStates.c = queue, c
 	return c
 }
 
@@ -61,7 +67,16 @@ func (e *queueCore) statesOf(queue string) *queueStates {
 func (e *queueCore) dropEmptyStates(queue string, c *queueStates) {
 	if c.unfinished == 0 && c.completed == 0 && c.dead == 0 {
 		delete(e.queueStates, queue)
+		if e.lastStates.c == c {
+			e.lastStates = lastQueueStates{}
+		}
 	}
+}
+
+// lastQueueStates is the queue statesOf was last asked for, and its counts.
+type lastQueueStates struct {
+	queue string
+	c     *queueStates
 }
 
 // countEntry adds en (d = 1) to its queue's counts, in its current state,
