@@ -351,16 +351,8 @@ type QueueMetrics struct {
 // move (queue_states.go).
 func (e *queueCore) metrics(now uint64, m *MetricsRequest) *metricsSnapshot {
 	per := e.queueMetrics(now)
-	get := func(q string) *QueueMetrics {
-		m := per[q]
-		if m == nil {
-			m = &QueueMetrics{Queue: q}
-			per[q] = m
-		}
-		return m
-	}
 	for q, c := range e.obs.queues {
-		m := get(q)
+		m := metricsOf(per, q)
 		m.Enqueued, m.Dispatched, m.Acked, m.Failed = c.enqueued, c.dispatched, c.acked, c.failed
 		m.Wait, m.Run = c.wait, c.run
 		m.Folded, m.Sealed = c.folded, c.sealed

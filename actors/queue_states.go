@@ -130,6 +130,16 @@ func (e *queueCore) countTerminalIn(t terminalJob, d int) {
 	e.dropEmptyStates(t.queue, c)
 }
 
+// metricsOf returns queue's metrics in per, added if absent.
+func metricsOf(per map[string]*QueueMetrics, queue string) *QueueMetrics {
+	m := per[queue]
+	if m == nil {
+		m = &QueueMetrics{Queue: queue}
+		per[queue] = m
+	}
+	return m
+}
+
 // queueMetrics is every queue's counts as a reader sees them at now: a
 // scheduled job past its ready_at reads as ready until the scheduler
 // promotes it, and a retained job past purge_at is gone though the reaper

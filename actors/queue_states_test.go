@@ -13,14 +13,7 @@ import (
 // test compares the two at every quiescent check.
 func queueMetricsByWalk(e *queueCore, now uint64) map[string]*QueueMetrics {
 	per := make(map[string]*QueueMetrics)
-	get := func(q string) *QueueMetrics {
-		m := per[q]
-		if m == nil {
-			m = &QueueMetrics{Queue: q}
-			per[q] = m
-		}
-		return m
-	}
+	get := func(q string) *QueueMetrics { return metricsOf(per, q) }
 	for en := range e.jobs.all() {
 		m := get(en.queue())
 		switch en.state {
