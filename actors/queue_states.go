@@ -156,7 +156,7 @@ func (e *queueCore) queueMetrics(now uint64) map[string]*QueueMetrics {
 			return false
 		}
 		if en := e.jobs.get(it.id); en != nil && en.state == stScheduled {
-			m := per[en.queue()]
+			m := metricsOf(per, en.queue())
 			m.Scheduled--
 			m.Ready++
 		}
@@ -169,7 +169,7 @@ func (e *queueCore) queueMetrics(now uint64) map[string]*QueueMetrics {
 		if t.purgeAt == 0 {
 			return true // kept for good
 		}
-		if m := per[t.queue]; t.dead {
+		if m := metricsOf(per, t.queue); t.dead {
 			m.Dead--
 		} else {
 			m.Completed--
