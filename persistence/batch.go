@@ -22,6 +22,12 @@ type Batch struct {
 	// (a member left; the group was deleted at Seal), for Revert.
 	removed []*Group
 	killed  []*Group
+	// prios are the (queue, priority) pairs of the unfinished jobs the
+	// batch stores; inUse, when pruning, is every pair in use
+	// (priorities.go)
+	prios   []QueuePriority
+	inUse   map[QueuePriority]struct{}
+	pruning bool
 }
 
 // NewBatch returns an empty batch; sync asks for fsync before it counts as
@@ -30,7 +36,7 @@ func NewBatch(sync bool) *Batch { return &Batch{sync: sync} }
 
 // Empty reports whether the batch holds no writes.
 func (b *Batch) Empty() bool {
-	return len(b.ops) == 0 && len(b.marks) == 0 && len(b.kills) == 0 && b.err == nil
+	return len(b.ops) == 0 && len(b.marks) == 0 && len(b.kills) == 0 && b.err == nil && !b.pruning
 }
 
 // Sync marks the batch as needing fsync.
@@ -68,12 +74,16 @@ func (b *Batch) del(key []byte) {
 // putJob stores the job record. A job's payload lives either inside its
 // record (j.Payload set) or apart under its own key (j.Payload nil, see
 // putApart); the caller keeps to one place for a job's lifetime.
-func (b *Batch) putJob(j *protocol.Job) { b.set(jobKey(j.ID), j) }
+func (b *Batch) putJob(j *protocol.Job) {
+	b.notePriority(j)
+	b.set(jobKey(j.ID), j)
+}
 
 // putApart stores j's payload under its own key and its record
 // without it. Later rewrites of the record (putJob with a nil payload) then
 // stay small, and nobody needs the payload in memory to write them.
 func (b *Batch) putApart(j *protocol.Job) {
+	b.notePriority(j)
 	val := make([]byte, 0, 1+len(j.Payload))
 	val = append(append(val, protocol.RecordVersion), j.Payload...)
 	key := payloadKey(j.ID)

@@ -110,6 +110,7 @@ func (b *Batch) putGroups(jobs []*protocol.Job) []*Group {
 			b.fail(fmt.Errorf("persistence: group members out of ID order: %s after %s", j.ID, jobs[i-1].ID))
 			return groups
 		}
+		b.notePriority(j)
 		meta := *j
 		meta.Payload = nil
 		rec = protocol.AppendJobRecord(rec[:0], &meta)
@@ -135,6 +136,7 @@ func (b *Batch) putGroups(jobs []*protocol.Job) []*Group {
 // putMember writes a group member's own record, which overrides the
 // group's copy from now on. The payload stays in the group.
 func (b *Batch) putMember(j *protocol.Job) {
+	b.notePriority(j)
 	meta := *j
 	meta.Payload = nil
 	b.set(jobKey(j.ID), &meta)

@@ -254,11 +254,51 @@ func nextGroup(it *badger.Iterator, orphans *[][]byte) (*scannedGroup, error) {
 // left, which are never written, are deleted if found, and so are marks
 // whose group was never stored (an enqueue whose commit failed).
 func (s *Store) ScanJobs(fn func(*protocol.Job, Ref) error) error {
+	return s.NewJobScan().Run(fn)
+}
+
+// JobScan reads the stored jobs from a snapshot of the store, taken when
+// the scan was made: what is written meanwhile is not seen.
+type JobScan interface {
+	// Run calls fn with every job of the snapshot as ScanJobs does, then
+	// releases the snapshot. Call it once.
+	Run(fn func(*protocol.Job, Ref) error) error
+	// Close releases a snapshot that will not be run.
+	Close()
+	// Floors returns, for each queue, a priority no higher than that of
+	// any unfinished job in the snapshot, and whether that holds for
+	// every queue: when complete, a queue without a floor has no
+	// unfinished job in it; when not, floors says nothing.
+	Floors() (floors map[string]uint16, complete bool)
+}
+
+// NewJobScan takes a snapshot of the stored jobs now, to be read by Run,
+// perhaps on another goroutine.
+func (s *Store) NewJobScan() JobScan {
+	s.priosMu.Lock()
+	defer s.priosMu.Unlock()
+	return &jobScan{s: s, txn: s.db.NewTransaction(false), floors: s.floors(), complete: s.priosComplete}
+}
+
+type jobScan struct {
+	s        *Store
+	txn      *badger.Txn
+	floors   map[string]uint16
+	complete bool
+}
+
+func (sc *jobScan) Floors() (map[string]uint16, bool) { return sc.floors, sc.complete }
+
+func (sc *jobScan) Close() { sc.txn.Discard() }
+
+func (sc *jobScan) Run(fn func(*protocol.Job, Ref) error) error {
+	defer sc.txn.Discard()
+	s := sc.s
 	var (
 		empty   []*Group // as found on disk, before fn removes anyone
 		orphans [][]byte
 	)
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := func(txn *badger.Txn) error {
 		jopts := badger.DefaultIteratorOptions
 		jopts.Prefix = jobPrefix
 		jopts.PrefetchSize = 256
@@ -330,7 +370,7 @@ func (s *Store) ScanJobs(fn func(*protocol.Job, Ref) error) error {
 				}
 			}
 		}
-	})
+	}(sc.txn)
 	if err != nil || len(empty)+len(orphans) == 0 {
 		return err
 	}

@@ -89,6 +89,12 @@ type Store struct {
 	wg       sync.WaitGroup
 	stop     chan struct{}
 	closed   sync.Once
+	// prios are the stored (queue, priority) pairs and priosComplete says
+	// they cover every unfinished job (priorities.go); the committer
+	// replaces them under priosMu, which NewJobScan takes to read them
+	priosMu       sync.Mutex
+	prios         map[QueuePriority]struct{}
+	priosComplete bool
 }
 
 type commit struct {
@@ -186,6 +192,10 @@ func Open(cfg Config) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	if err := s.loadPriorities(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	s.wg.Add(1)
 	go s.commitLoop()
 	if !cfg.InMemory {
@@ -243,11 +253,12 @@ func (s *Store) Admit() error {
 const groupCacheBytes = 64 << 20
 
 // schemaVersion 2 may keep a payload apart from its job record, under
-// p/<id>; version 3 adds job groups (g/, group.go). An older store holds
-// neither, which version 3 reads the same, so opening one only records the
-// new version; an older binary refuses a version-3 store instead of
-// ignoring its groups.
-const schemaVersion = 3
+// p/<id>; version 3 adds job groups (g/, group.go); version 4 the queue
+// priority keys (q/, priorities.go). An older store holds none of them,
+// which version 4 reads the same, so opening one only records the new
+// version; an older binary refuses a newer store instead of ignoring its
+// groups or writing jobs without their priority keys.
+const schemaVersion = 4
 
 func (s *Store) checkVersion() error {
 	return s.db.Update(func(txn *badger.Txn) error {
@@ -446,7 +457,11 @@ func (s *Store) apply(group []*commit) error {
 			}
 		}
 	}
-	if err := txn.Commit(); err != nil {
+	prios, pruned, err := priorityWrites(txn, group, s.prios)
+	if err != nil {
+		return err
+	}
+	if err := s.commitWithPriorities(txn, prios, pruned); err != nil {
 		return err
 	}
 	if sync && !s.cfg.InMemory {

@@ -1,0 +1,129 @@
+package persistence
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// floorsAfterReopen closes s, opens dir again and returns its floors.
+func floorsAfterReopen(t *testing.T, s *Store, dir string) (*Store, map[string]uint16, bool) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir)
+	scan := s.NewJobScan()
+	defer scan.Close()
+	floors, complete := scan.Floors()
+	return s, floors, complete
+}
+
+func jobAt(i int, queue string, prio uint16) *protocol.Job {
+	j := testJob(i)
+	j.Queue, j.Priority = queue, prio
+	return j
+}
+
+// TestPriorityKeysFollowTheJobs: every way a job is stored records its
+// (queue, priority) pair in the same commit; finished jobs record none; a
+// prune keeps only the pairs in use and marks them complete, and pairs
+// stored after it are recorded again.
+func TestPriorityKeysFollowTheJobs(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	scan := s.NewJobScan()
+	floors, complete := scan.Floors()
+	scan.Close()
+	if len(floors) != 0 || complete {
+		t.Fatalf("a new store: floors %v, complete %v", floors, complete)
+	}
+
+	b := NewBatch(false)
+	bulk := []*protocol.Job{jobAt(1, "a", 9), jobAt(2, "a", 9), jobAt(3, "a", 9), jobAt(4, "a", 5), jobAt(5, "a", 9)}
+	refs := b.Enqueued(bulk, nil, 0) // a group
+	b.Enqueued([]*protocol.Job{jobAt(6, "b", 7)}, nil, 0)
+	b.Enqueued([]*protocol.Job{jobAt(7, "c", 3)}, []bool{false}, 0) // payload apart
+	done := jobAt(8, "d", 1)
+	done.Status = protocol.StatusCompleted
+	b.Enqueued([]*protocol.Job{done}, nil, 0)
+	commitTest(t, s, b)
+	if refs[0].Group() == nil {
+		t.Fatal("the bulk was not stored as a group")
+	}
+
+	// a patch moves a group member to a new priority: its own record
+	b = NewBatch(false)
+	moved := jobAt(2, "a", 2)
+	moved.InGroup = true
+	b.Updated(moved, &refs[1])
+	commitTest(t, s, b)
+
+	s, floors, complete = floorsAfterReopen(t, s, dir)
+	want := map[string]uint16{"a": 2, "b": 7, "c": 3}
+	if !maps.Equal(floors, want) || complete {
+		t.Fatalf("floors %v complete %v, want %v and incomplete", floors, complete, want)
+	}
+
+	// prune to what is in use, then store a pair the prune dropped
+	b = NewBatch(false)
+	b.PrioritiesInUse(map[QueuePriority]struct{}{{"a", 9}: {}, {"b", 7}: {}})
+	commitTest(t, s, b)
+	b = NewBatch(false)
+	b.Enqueued([]*protocol.Job{jobAt(9, "c", 3)}, nil, 0)
+	commitTest(t, s, b)
+
+	s, floors, complete = floorsAfterReopen(t, s, dir)
+	defer s.Close()
+	want = map[string]uint16{"a": 9, "b": 7, "c": 3}
+	if !maps.Equal(floors, want) || !complete {
+		t.Fatalf("after the prune: floors %v complete %v, want %v and complete", floors, complete, want)
+	}
+}
+
+// TestPruneAndNewPairsInOneCommit: batches committed in one transaction
+// apply in order, so a pair stored after a prune that dropped it is kept,
+// and one stored before it is dropped.
+func TestPruneAndNewPairsInOneCommit(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	before, prune, after := NewBatch(false), NewBatch(false), NewBatch(false)
+	before.Enqueued([]*protocol.Job{jobAt(1, "x", 1)}, nil, 0)
+	prune.PrioritiesInUse(map[QueuePriority]struct{}{{"y", 4}: {}})
+	after.Enqueued([]*protocol.Job{jobAt(2, "z", 6)}, nil, 0)
+	if err := s.apply([]*commit{{batch: before}, {batch: prune}, {batch: after}}); err != nil {
+		t.Fatal(err)
+	}
+	s, floors, complete := floorsAfterReopen(t, s, dir)
+	defer s.Close()
+	want := map[string]uint16{"y": 4, "z": 6}
+	if !maps.Equal(floors, want) || !complete {
+		t.Fatalf("floors %v complete %v, want %v and complete", floors, complete, want)
+	}
+}
+
+// TestJobScanReadsItsSnapshot: a scan sees the store as it was when it was
+// made, not the jobs written before it runs.
+func TestJobScanReadsItsSnapshot(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	b := NewBatch(false)
+	b.Enqueued([]*protocol.Job{testJob(1)}, nil, 0)
+	commitTest(t, s, b)
+	scan := s.NewJobScan()
+	b = NewBatch(false)
+	b.Enqueued([]*protocol.Job{testJob(2)}, nil, 0)
+	b.Removed(testJob(1).ID, 0, Ref{})
+	commitTest(t, s, b)
+	var ids []string
+	if err := scan.Run(func(j *protocol.Job, _ Ref) error {
+		ids = append(ids, j.ID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[0] != testJob(1).ID {
+		t.Fatalf("the scan found %v, want only the job stored before it was made", ids)
+	}
+}
