@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -265,11 +266,11 @@ type JobScan interface {
 	Run(fn func(*protocol.Job, Ref) error) error
 	// Close releases a snapshot that will not be run.
 	Close()
-	// Floors returns, for each queue, a priority no higher than that of
-	// any unfinished job in the snapshot, and whether that holds for
-	// every queue: when complete, a queue without a floor has no
-	// unfinished job in it; when not, floors says nothing.
-	Floors() (floors map[string]uint16, complete bool)
+	// Priorities returns the (queue, priority) pairs stored with the
+	// snapshot, and whether they were complete: then every unfinished job
+	// of the snapshot has its pair among them (priorities.go); when not,
+	// they say nothing.
+	Priorities() (pairs map[QueuePriority]struct{}, complete bool)
 }
 
 // NewJobScan takes a snapshot of the stored jobs now, to be read by Run,
@@ -277,17 +278,17 @@ type JobScan interface {
 func (s *Store) NewJobScan() JobScan {
 	s.priosMu.Lock()
 	defer s.priosMu.Unlock()
-	return &jobScan{s: s, txn: s.db.NewTransaction(false), floors: s.floors(), complete: s.priosComplete}
+	return &jobScan{s: s, txn: s.db.NewTransaction(false), pairs: maps.Clone(s.prios), complete: s.priosComplete}
 }
 
 type jobScan struct {
 	s        *Store
 	txn      *badger.Txn
-	floors   map[string]uint16
+	pairs    map[QueuePriority]struct{}
 	complete bool
 }
 
-func (sc *jobScan) Floors() (map[string]uint16, bool) { return sc.floors, sc.complete }
+func (sc *jobScan) Priorities() (map[QueuePriority]struct{}, bool) { return sc.pairs, sc.complete }
 
 func (sc *jobScan) Close() { sc.txn.Discard() }
 

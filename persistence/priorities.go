@@ -22,13 +22,14 @@ import (
 // keys are pruned to the pairs of the unfinished jobs at the end of every
 // full load (Batch.PrioritiesInUse). So every unfinished stored job has its
 // pair's key, and a queue's lowest priority on disk is known without reading
-// its jobs (JobScan.Floors): a loaded job of that priority whose ID the scan
-// has passed comes before every job not yet read.
+// its jobs (JobScan.Priorities): a loaded job of that priority whose ID the
+// scan has passed comes before every job not yet read.
 //
-// m/priorities says the keys are complete. A store an older build wrote has
-// none; its first full load writes them and the flag, and until then no
-// queue dispatches before the load ends. An older build would write jobs
-// without their keys, so schema version 4 keeps it from opening the store.
+// m/priorities says the keys are complete: a new store has it from the
+// start. A store an older build wrote has no keys; its first full load
+// writes them and the flag, and until then no queue dispatches before the
+// load ends. An older build would write jobs without their keys, so schema
+// version 4 keeps it from opening the store.
 
 // QueuePriority is a (queue, priority) pair of stored jobs.
 type QueuePriority struct {
@@ -169,15 +170,4 @@ func (s *Store) commitWithPriorities(txn *badger.Txn, prios map[QueuePriority]st
 	s.prios = prios
 	s.priosComplete = s.priosComplete || pruned
 	return nil
-}
-
-// floors is the lowest stored priority of each queue (priosMu held).
-func (s *Store) floors() map[string]uint16 {
-	floors := make(map[string]uint16)
-	for p := range s.prios {
-		if f, ok := floors[p.Queue]; !ok || p.Priority < f {
-			floors[p.Queue] = p.Priority
-		}
-	}
-	return floors
 }

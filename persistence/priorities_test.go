@@ -4,6 +4,8 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/tollgate/tollgate/protocol"
 )
 
@@ -16,7 +18,13 @@ func floorsAfterReopen(t *testing.T, s *Store, dir string) (*Store, map[string]u
 	s = openTest(t, dir)
 	scan := s.NewJobScan()
 	defer scan.Close()
-	floors, complete := scan.Floors()
+	pairs, complete := scan.Priorities()
+	floors := make(map[string]uint16)
+	for p := range pairs {
+		if f, ok := floors[p.Queue]; !ok || p.Priority < f {
+			floors[p.Queue] = p.Priority
+		}
+	}
 	return s, floors, complete
 }
 
@@ -26,18 +34,23 @@ func jobAt(i int, queue string, prio uint16) *protocol.Job {
 	return j
 }
 
-// TestPriorityKeysFollowTheJobs: every way a job is stored records its
-// (queue, priority) pair in the same commit; finished jobs record none; a
+// TestPriorityKeysFollowTheJobs: a new store's pairs are complete; every way
+// a job is stored records its (queue, priority) pair in the same commit;
+// finished jobs record none; in a store whose pairs were not complete, a
 // prune keeps only the pairs in use and marks them complete, and pairs
 // stored after it are recorded again.
 func TestPriorityKeysFollowTheJobs(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir)
 	scan := s.NewJobScan()
-	floors, complete := scan.Floors()
+	pairs, complete := scan.Priorities()
 	scan.Close()
-	if len(floors) != 0 || complete {
-		t.Fatalf("a new store: floors %v, complete %v", floors, complete)
+	if len(pairs) != 0 || !complete {
+		t.Fatalf("a new store: pairs %v, complete %v; want none, complete", pairs, complete)
+	}
+	// as in a store an older build wrote, the pairs are not known complete
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(prioritiesCompleteKey) }); err != nil {
+		t.Fatal(err)
 	}
 
 	b := NewBatch(false)
@@ -60,7 +73,7 @@ func TestPriorityKeysFollowTheJobs(t *testing.T) {
 	b.Updated(moved, &refs[1])
 	commitTest(t, s, b)
 
-	s, floors, complete = floorsAfterReopen(t, s, dir)
+	s, floors, complete := floorsAfterReopen(t, s, dir)
 	want := map[string]uint16{"a": 2, "b": 7, "c": 3}
 	if !maps.Equal(floors, want) || complete {
 		t.Fatalf("floors %v complete %v, want %v and incomplete", floors, complete, want)

@@ -263,7 +263,10 @@ const schemaVersion = 4
 func (s *Store) checkVersion() error {
 	return s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(versionKey)
-		if errors.Is(err, badger.ErrKeyNotFound) {
+		if errors.Is(err, badger.ErrKeyNotFound) { // a new store
+			if err := txn.Set(prioritiesCompleteKey, nil); err != nil {
+				return err
+			}
 			return txn.Set(versionKey, []byte{schemaVersion})
 		}
 		if err != nil {
