@@ -1,10 +1,10 @@
 // Background load: the server serves while its jobs are read back from the
-// store (SPEC §3.9). A scanner goroutine reads the stored jobs in ID order
-// and hands them to the queue actor in chunks, one at a time; the queue
-// actor adds each chunk between the requests it serves. Until the last chunk
-// is in, no job is dispatched (every queue's index completes at the end of
-// the scan, as the store keeps jobs in ID order, not by queue), cron
-// firings wait, and the facade holds back every request that needs a
+// store (SPEC §3.9). A scanner goroutine reads the stored jobs in ID order,
+// from a snapshot taken before the server serves, and hands them to the
+// queue actor in chunks, one at a time; the queue actor adds each chunk
+// between the requests it serves. Meanwhile a queue dispatches the plain
+// jobs known to come before every job not loaded yet (load_frontier.go),
+// cron firings wait, and the facade holds back every request that needs a
 // complete index (loadGate.wait).
 
 package actors
@@ -151,11 +151,14 @@ func (a *queueActor) startJobScan() {
 	a.loadStarted = time.Now()
 	a.loadBatch = persistence.NewBatch(true)
 	a.scanGen++
+	scan := a.store.NewJobScan() // before anything is served: see loadJob
+	a.eng.frontier = newLoadFrontier(scan.Priorities())
 	if !a.gate.startScan() {
+		scan.Close()
 		return // the engine stops: nothing to load for
 	}
 	a.scanCancel = make(chan struct{})
-	go scanJobs(a.store, a.root, a.self, a.gate, a.scanGen, a.scanCancel)
+	go scanJobs(a.store, scan, a.root, a.self, a.gate, a.scanGen, a.scanCancel)
 }
 
 // cancelScan ends the running scanner, if any (the actor stops or
@@ -167,10 +170,11 @@ func (a *queueActor) cancelScan() {
 	}
 }
 
-// scanJobs runs on its own goroutine: it reads every stored job and sends
-// them to the queue actor (self) in chunks, waiting for each to be taken
-// before reading on, so memory holds at most one chunk in transit.
-func scanJobs(store persistence.JobStore, root *actor.RootContext, self *actor.PID, gate *loadGate, gen uint64, cancel <-chan struct{}) {
+// scanJobs runs on its own goroutine: it reads every job of the scan's
+// snapshot and sends them to the queue actor (self) in chunks, waiting for
+// each to be taken before reading on, so memory holds at most one chunk in
+// transit.
+func scanJobs(store persistence.JobStore, scan persistence.JobScan, root *actor.RootContext, self *actor.PID, gate *loadGate, gen uint64, cancel <-chan struct{}) {
 	defer gate.scanning.Done()
 	ack := make(chan struct{}, 1)
 	chunk := &loadChunk{gen: gen, ack: ack}
@@ -188,7 +192,7 @@ func scanJobs(store persistence.JobStore, root *actor.RootContext, self *actor.P
 		chunk = &loadChunk{gen: gen, ack: ack, jobs: make([]*protocol.Job, 0, loadChunkJobs), refs: make([]persistence.Ref, 0, loadChunkJobs)}
 		return nil
 	}
-	err := store.ScanJobs(func(j *protocol.Job, ref persistence.Ref) error {
+	err := scan.Run(func(j *protocol.Job, ref persistence.Ref) error {
 		chunk.jobs = append(chunk.jobs, j)
 		chunk.refs = append(chunk.refs, ref)
 		if len(chunk.jobs) == loadChunkJobs {
@@ -254,6 +258,19 @@ func (a *queueActor) onLoadChunk(m *loadChunk, now uint64) {
 		}
 	}
 	m.ack <- struct{}{} // buffered: the scanner waits for exactly this one
+	if len(m.jobs) == 0 {
+		return
+	}
+	// What loading the chunk wrote (jobs that were in flight are ready
+	// again) is submitted before any of its jobs can be dispatched, so the
+	// dispatch's write, submitted later, is stored after it.
+	if !a.loadBatch.Empty() {
+		a.commitLoad(false)
+	}
+	if k, ok := protocol.ParseIDKey(m.jobs[len(m.jobs)-1].ID); ok {
+		a.eng.frontier.loaded(k)
+	}
+	a.eng.pump(now)
 }
 
 // commitLoad commits the load's writes so far; a refusal fails the load.
@@ -280,17 +297,32 @@ func (a *queueActor) onLoadScanned(m *loadScanned, now uint64) {
 	a.eng.loading = false
 	a.eng.considerLoaded(now)
 	a.eng.loadBatchLinks(m.links, a.loadBatch)
+	inUse := make(map[persistence.QueuePriority]struct{})
+	var last persistence.QueuePriority
 	for en := range a.eng.jobs.all() {
 		if en.state == stScheduled {
 			a.stats.Scheduled++
-		} else {
+		} else { // ready, or dispatched since while the rest loaded
 			a.stats.Ready++
+		}
+		if p := (persistence.QueuePriority{Queue: en.queue(), Priority: en.priority()}); p != last || len(inUse) == 0 {
+			inUse[p], last = struct{}{}, p
 		}
 	}
 	a.stats.Retained = len(a.eng.terminal)
 	a.stats.Budgets = len(a.eng.budgets)
 	a.armReaper()
 	a.commitLoad(true)
+	// every job of an earlier batch is in memory, as long as its commit
+	// has not been refused: the store keeps the pairs of these only
+	if prune := a.eng.frontier.prune(inUse); prune != nil {
+		log := a.log
+		a.persist(prune, func(err error) {
+			if err != nil {
+				log.Warn("the queue priorities in use could not be stored; the next start may wait longer before it dispatches", "err", err)
+			}
+		})
+	}
 	if slots := a.lateCron; len(slots) > 0 {
 		a.lateCron = nil
 		a.eng.onCronDue(now, slots)

@@ -44,7 +44,7 @@ func (e *queueCore) pump(now uint64) {
 		e.pumpWanted = true
 		return
 	}
-	if e.loading { // the queues' indexes are not complete yet
+	if e.loading && !e.frontier.complete { // nothing is known to come first
 		return
 	}
 	if len(e.order) > 0 && e.ready.len() > 0 {
@@ -58,7 +58,13 @@ func (e *queueCore) pump(now uint64) {
 				if s.room() <= 0 {
 					continue
 				}
-				it, ok := e.ready.best(s.queues)
+				var it readyItem
+				var ok bool
+				if e.loading {
+					it, ok = e.ready.bestWhere(s.queues, e.servableWhileLoading)
+				} else {
+					it, ok = e.ready.best(s.queues)
+				}
 				if !ok {
 					continue
 				}

@@ -19,9 +19,6 @@ func (e *queueCore) enqueue(now uint64, m *EnqueueJobs, reply func(any)) {
 // refused first (then nothing is written and reply has the error). A cron
 // firing adds its entry's new times this way (cron_groups.go).
 func (e *queueCore) enqueueWith(now uint64, m *EnqueueJobs, with func(*persistence.Batch), reply func(any)) {
-	if e.loading {
-		e.enqueuedWhileLoading = true
-	}
 	if st := e.checkFoldPlan(m, now); st != nil {
 		reply(st)
 		return

@@ -24,9 +24,6 @@ func (e *queueCore) loadJob(now uint64, j *protocol.Job, ref persistence.Ref, ba
 		e.log.Error("stored job with a malformed ID left out", "job_id", j.ID)
 		return false
 	}
-	if e.enqueuedWhileLoading && e.jobs.get(j.ID) != nil {
-		return false // enqueued since the start, and found by the scan too
-	}
 	e.internNames(j)
 	e.noteLoadedKey(j)
 	if j.Status.Terminal() {

@@ -243,11 +243,11 @@ type queueCore struct {
 	inBatch    bool
 	pumpWanted bool
 	// loading is set while the stored jobs are read back in the background
-	// (background_load.go): nothing is dispatched and no budget collected
-	// until the last is in. enqueuedWhileLoading notes that jobs were
-	// added meanwhile, which the scan may find again.
-	loading              bool
-	enqueuedWhileLoading bool
+	// (background_load.go): no budget is collected until the last is in,
+	// and only the jobs frontier says come first are dispatched
+	// (load_frontier.go).
+	loading  bool
+	frontier loadFrontier
 
 	budgets map[string]*budgetEntry
 	unique  map[string]string // unique key -> holder job id

@@ -117,4 +117,31 @@ func (r *readyIndex) best(queues map[string]bool) (readyItem, bool) {
 	return best, found
 }
 
+// bestWhere returns the first ready job among queues (nil = all queues) of
+// those first in their queue that ok accepts: a queue whose first job ok
+// refuses gives none.
+func (r *readyIndex) bestWhere(queues map[string]bool, ok func(it readyItem, queue string) bool) (readyItem, bool) {
+	var best readyItem
+	found := false
+	if queues == nil {
+		r.heads.Ascend(func(h readyHead) bool {
+			if ok(h.readyItem, h.queue) {
+				best, found = h.readyItem, true
+			}
+			return !found
+		})
+		return best, found
+	}
+	for q := range queues {
+		t := r.byQueue[q]
+		if t == nil {
+			continue
+		}
+		if it, has := t.Min(); has && (!found || readyLess(it, best)) && ok(it, q) {
+			best, found = it, true
+		}
+	}
+	return best, found
+}
+
 func (r *readyIndex) len() int { return r.n }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
 )
 
@@ -217,6 +218,7 @@ func TestUpgradeFixture(t *testing.T) {
 		t.Fatalf("ack the delivered jobs: not found %v, %v", notFound, err)
 	}
 	stop()
+	checkPrioritiesComplete(t, dir)
 
 	e, stop = startOnDirWith(t, dir, EngineConfig{})
 	left := map[string]fixtureJob{}
@@ -245,6 +247,29 @@ func copyDir(t *testing.T, src, dst string) {
 			return err
 		}
 		return os.WriteFile(filepath.Join(dst, d.Name()), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkPrioritiesComplete: after a full load the store in dir knows the
+// (queue, priority) pair of every unfinished job, and says so
+// (persistence/priorities.go): the next start may dispatch while loading.
+func checkPrioritiesComplete(t *testing.T, dir string) {
+	t.Helper()
+	store := quietStore(t, dir)
+	defer store.Close()
+	scan := store.NewJobScan()
+	pairs, complete := scan.Priorities()
+	if !complete {
+		t.Error("the queue priorities are not complete after a full load")
+	}
+	err := scan.Run(func(j *protocol.Job, _ persistence.Ref) error {
+		if _, ok := pairs[persistence.QueuePriority{Queue: j.Queue, Priority: j.Priority}]; !ok && !j.Status.Terminal() {
+			t.Errorf("job %s (%s, priority %d) has no stored pair", j.ID, j.Queue, j.Priority)
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,99 @@
+// Serving while loading: which ready jobs may be dispatched before every
+// stored job is back in memory (SPEC §3.9: a queue's stream gets its jobs
+// in (priority, id) order from its first).
+
+package actors
+
+import (
+	"maps"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// loadFrontier is how far the background load has come. The scan reads
+// the stored jobs in ID order from a snapshot taken before the server
+// served, and the store knows each queue's lowest stored priority (its
+// floor, from persistence.JobScan.Priorities). So a job in memory precedes every
+// job of its queue not yet loaded when its priority is below the floor, or
+// equal to it with an ID the scan has passed: every job still unread has
+// a greater ID and a priority no lower than the floor.
+type loadFrontier struct {
+	// complete: floors cover every queue (a queue without a floor had no
+	// unfinished stored job); when not, nothing is known before the end.
+	// pairs are the stored pairs the floors come from.
+	floors   map[string]uint16
+	complete bool
+	pairs    map[persistence.QueuePriority]struct{}
+	// through is the ID key of the last job loaded (passed: there is one)
+	through protocol.IDKey
+	passed  bool
+}
+
+// newLoadFrontier starts a frontier with the stored (queue, priority)
+// pairs of the scan's snapshot.
+func newLoadFrontier(pairs map[persistence.QueuePriority]struct{}, complete bool) loadFrontier {
+	floors := make(map[string]uint16)
+	for p := range pairs {
+		if f, ok := floors[p.Queue]; !ok || p.Priority < f {
+			floors[p.Queue] = p.Priority
+		}
+	}
+	return loadFrontier{floors: floors, complete: complete, pairs: pairs}
+}
+
+// prune is the batch that tells the store, at the end of the load, the
+// pairs in use (persistence.Batch.PrioritiesInUse); nil when the stored
+// ones were complete and are exactly those (pairs stored during the load
+// and no longer used then stay until the next load: they can only make a
+// queue wait for more of the load). The prune is not the load's own
+// write: if the store refuses it, the pairs stored are still a safe
+// superset, and the load stands.
+func (f *loadFrontier) prune(inUse map[persistence.QueuePriority]struct{}) *persistence.Batch {
+	if f.complete && maps.Equal(f.pairs, inUse) {
+		return nil
+	}
+	b := persistence.NewBatch(false)
+	b.PrioritiesInUse(inUse)
+	return b
+}
+
+// loaded moves the frontier past the job with ID key k.
+func (f *loadFrontier) loaded(k protocol.IDKey) {
+	if !f.passed || f.through.Less(k) {
+		f.through, f.passed = k, true
+	}
+}
+
+// first reports whether the ready job it of queue comes before every job
+// of the queue not loaded yet.
+func (f *loadFrontier) first(queue string, it readyItem) bool {
+	if !f.complete {
+		return false
+	}
+	floor, ok := f.floors[queue]
+	switch {
+	case !ok || it.priority < floor:
+		return true
+	case it.priority > floor:
+		return false
+	default:
+		return f.passed && !f.through.Less(it.key)
+	}
+}
+
+// servableWhileLoading reports whether the ready job it, first of its
+// queue, may be dispatched while the jobs load: it must come before every
+// job not loaded yet, and be plain (no budgets, unique key or batch),
+// since budgets' parked lists, unique keys and batch links are complete
+// only once the load is.
+func (e *queueCore) servableWhileLoading(it readyItem, queue string) bool {
+	if !e.frontier.first(queue, it) {
+		return false
+	}
+	en := e.jobs.at(it.key)
+	if len(en.budgets()) > 0 {
+		return false
+	}
+	return en.jb == nil || (en.jb.UniqueKey == "" && en.jb.Batch == nil) // compact jobs are plain
+}

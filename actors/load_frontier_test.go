@@ -1,0 +1,179 @@
+package actors
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// TestLoadFrontierRule: a ready job comes before every job not loaded yet
+// when its priority is below its queue's floor, or equal to it with an ID
+// the scan has passed; a queue without a floor had no stored job; without
+// complete floors nothing is known.
+func TestLoadFrontierRule(t *testing.T) {
+	ids := protocol.NewIDGenerator()
+	keys := make([]protocol.IDKey, 6) // in ID order
+	for n := range keys {
+		k, ok := protocol.ParseIDKey(ids.Next(uint64(1_700_000_000_000 + n)))
+		if !ok {
+			t.Fatal("a minted ID does not parse")
+		}
+		keys[n] = k
+	}
+	key := func(n int) protocol.IDKey { return keys[n] }
+	at := func(prio uint16, n int) readyItem { return readyItem{key: key(n), priority: prio} }
+	f := newLoadFrontier(map[persistence.QueuePriority]struct{}{{Queue: "q", Priority: 10}: {}, {Queue: "q", Priority: 12}: {}}, true)
+	for _, c := range []struct {
+		name  string
+		queue string
+		it    readyItem
+		want  bool
+	}{
+		{"at the floor, nothing loaded", "q", at(10, 1), false},
+		{"below the floor", "q", at(9, 5), true},
+		{"above the floor", "q", at(11, 1), false},
+		{"a queue without stored jobs", "new", at(11, 5), true},
+	} {
+		if got := f.first(c.queue, c.it); got != c.want {
+			t.Errorf("%s: first = %v, want %v", c.name, got, c.want)
+		}
+	}
+	f.loaded(key(3))
+	f.loaded(key(2)) // never moves back
+	for n, want := range map[int]bool{1: true, 3: true, 4: false} {
+		if got := f.first("q", at(10, n)); got != want {
+			t.Errorf("at the floor, job %d with the scan through job 3: first = %v, want %v", n, got, want)
+		}
+	}
+	unknown := newLoadFrontier(nil, false)
+	if unknown.first("new", at(0, 1)) {
+		t.Error("without complete floors a job came first")
+	}
+}
+
+// TestDispatchWhileLoading: with the scan held after its first chunk, a
+// stream of queue a gets that chunk's jobs of a at once, in order from the
+// first (the job left in flight, ready again), and none the scan has not
+// passed; queue b, whose urgent job is at the end of the store, gives
+// nothing while the scan is held. What was acknowledged while loading
+// stays gone once the load ends and the engine starts again (the recovery
+// write of the job that was in flight is stored before its dispatch, not
+// after its ack), and the urgent job comes first.
+func TestDispatchWhileLoading(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var ids []string // in ID order, as stored
+	func() {
+		e, stop := startOnDir(t, dir, 0)
+		defer stop()
+		enqueue := func(queue string, n int, prio uint16) {
+			jobs := make([]*protocol.NewJob, n)
+			for i := range jobs {
+				jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: queue, Priority: prio, Payload: []byte(`{}`)}}
+			}
+			views, err := e.Enqueue(ctx, jobs, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range views {
+				ids = append(ids, v.ID)
+			}
+		}
+		enqueue("a", 1, protocol.DefaultPriority)
+		if got := takeAll(t, e, 1); got[0].ID != ids[0] {
+			t.Fatalf("took %s, want %s", got[0].ID, ids[0])
+		}
+		enqueue("b", 10, protocol.DefaultPriority)
+		for range 4 {
+			enqueue("a", 1000, protocol.DefaultPriority)
+		}
+		enqueue("b", 1, urgentPrio)
+	}()
+	total := len(ids)
+	firstChunk := ids[:loadChunkJobs]
+
+	inner := quietStore(t, dir)
+	store := newPausedScan(inner, 3000)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := Start(Config{Store: store, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-store.paused
+	aJobs, bJobs := make(chan []protocol.Job, 64), make(chan []protocol.Job, 64)
+	aStream, err := e.OpenStream(ctx, &OpenStream{Queues: []string{"a"}, Prefetch: 10_000, Deliver: func(j []protocol.Job) { aJobs <- j }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bStream, err := e.OpenStream(ctx, &OpenStream{Queues: []string{"b"}, Prefetch: 100, Deliver: func(j []protocol.Job) { bJobs <- j }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantA []string // the chunk's jobs of a, in order
+	for _, id := range firstChunk {
+		if id == ids[0] || id > ids[10] {
+			wantA = append(wantA, id)
+		}
+	}
+	var gotA []string
+	for len(gotA) < len(wantA) {
+		select {
+		case b := <-aJobs:
+			gotA = append(gotA, idsOf(b)...)
+			e.StreamWritten(aStream)
+		case <-ctx.Done():
+			t.Fatalf("while loading, queue a delivered %d of the %d jobs loaded", len(gotA), len(wantA))
+		}
+	}
+	if !slices.Equal(gotA, wantA) {
+		t.Fatalf("while loading, queue a delivered %d jobs (first %s), want the %d loaded in ID order from %s", len(gotA), gotA[0], len(wantA), wantA[0])
+	}
+	if _, err := e.Ack(ctx, gotA); err != nil {
+		t.Fatal(err)
+	}
+	// An enqueue's answer comes after every earlier commit's outcome was
+	// handled by the queue actor, deliveries included.
+	if _, err := e.Enqueue(ctx, []*protocol.NewJob{{Job: protocol.Job{Type: "t", Queue: "c", Priority: protocol.DefaultPriority, Payload: []byte(`{}`)}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-aJobs:
+		t.Fatalf("queue a delivered %s, which the scan has not passed", b[0].ID)
+	case b := <-bJobs:
+		t.Fatalf("queue b delivered %s before its urgent job was loaded", b[0].ID)
+	default:
+	}
+
+	// the streams end, the load ends, and the engine starts again
+	for _, id := range []uint64{aStream, bStream} {
+		if _, err := e.CloseStream(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(store.release)
+	<-e.Loaded()
+	if err := e.LoadErr(); err != nil {
+		t.Fatal(err)
+	}
+	e.Stop()
+	if err := inner.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, stop := startOnDir(t, dir, 0)
+	defer stop()
+	left := total - len(wantA) + 1 // the job of c
+	if st := e.Stats(); st.Ready != left || st.Recovered != 0 {
+		t.Fatalf("after acknowledging %d jobs while loading: %+v, want %d ready, none recovered", len(wantA), st, left)
+	}
+	got := takeAll(t, e, left)
+	if got[0].ID != ids[total-1] {
+		t.Fatalf("first job after the restart: %s, want the urgent %s", got[0].ID, ids[total-1])
+	}
+}
