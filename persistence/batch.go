@@ -23,11 +23,13 @@ type Batch struct {
 	removed []*Group
 	killed  []*Group
 	// prios are the (queue, priority) pairs of the unfinished jobs the
-	// batch stores; inUse, when pruning, is every pair in use
+	// batch stores; inUse, when pruning, is every pair in use, and
+	// pruneAfter the store's refusal count at the load's snapshot
 	// (priorities.go)
-	prios   []QueuePriority
-	inUse   map[QueuePriority]struct{}
-	pruning bool
+	prios      []QueuePriority
+	inUse      map[QueuePriority]struct{}
+	pruning    bool
+	pruneAfter uint64
 }
 
 // NewBatch returns an empty batch; sync asks for fsync before it counts as

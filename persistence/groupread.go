@@ -271,14 +271,38 @@ type JobScan interface {
 	// of the snapshot has its pair among them (priorities.go); when not,
 	// they say nothing.
 	Priorities() (pairs map[QueuePriority]struct{}, complete bool)
+	// refusalMark is the store's count of refused commits at the
+	// snapshot (Batch.PrioritiesInUse).
+	refusalMark() uint64
 }
 
-// NewJobScan takes a snapshot of the stored jobs now, to be read by Run,
-// perhaps on another goroutine.
+// NewJobScan takes a snapshot of the stored jobs once every batch submitted
+// before the call is committed or refused, to be read by Run, perhaps on
+// another goroutine. It waits for those commits: a caller that submitted
+// nothing waits for nothing but the committer's current group.
 func (s *Store) NewJobScan() JobScan {
-	s.priosMu.Lock()
-	defer s.priosMu.Unlock()
-	return &jobScan{s: s, txn: s.db.NewTransaction(false), pairs: maps.Clone(s.prios), complete: s.priosComplete}
+	reply := make(chan *jobScan, 1)
+	select {
+	case s.queue <- &commit{scan: reply}:
+	case <-s.stop:
+		return &jobScan{closed: true}
+	}
+	select {
+	case sc := <-reply:
+		return sc
+	case <-s.committed: // it returned before the request reached it
+		select {
+		case sc := <-reply:
+			return sc
+		default:
+			return &jobScan{closed: true}
+		}
+	}
+}
+
+// snapshotJobs takes a snapshot, on the committer, between two commits.
+func (s *Store) snapshotJobs() *jobScan {
+	return &jobScan{s: s, txn: s.db.NewTransaction(false), pairs: maps.Clone(s.prios), complete: s.priosComplete, refusals: s.refusals}
 }
 
 type jobScan struct {
@@ -286,13 +310,24 @@ type jobScan struct {
 	txn      *badger.Txn
 	pairs    map[QueuePriority]struct{}
 	complete bool
+	refusals uint64
+	closed   bool // the store was closing: Run fails
 }
 
 func (sc *jobScan) Priorities() (map[QueuePriority]struct{}, bool) { return sc.pairs, sc.complete }
 
-func (sc *jobScan) Close() { sc.txn.Discard() }
+func (sc *jobScan) refusalMark() uint64 { return sc.refusals }
+
+func (sc *jobScan) Close() {
+	if sc.txn != nil {
+		sc.txn.Discard()
+	}
+}
 
 func (sc *jobScan) Run(fn func(*protocol.Job, Ref) error) error {
+	if sc.closed {
+		return protocol.ErrShuttingDown
+	}
 	defer sc.txn.Discard()
 	s := sc.s
 	var (

@@ -40,9 +40,10 @@ type JobStore interface {
 	// ScanJobs calls fn with every stored job, in ID order, and where it
 	// is stored (the Ref every later verb about the job takes).
 	ScanJobs(fn func(*protocol.Job, Ref) error) error
-	// NewJobScan takes a snapshot of the stored jobs, with each queue's
-	// lowest priority in it, for a scan that does not see what is written
-	// after it was made (the background load, which serves meanwhile).
+	// NewJobScan takes a snapshot of the stored jobs, with the (queue,
+	// priority) pairs stored with them, once every batch submitted before
+	// is committed or refused: a scan that sees all of those and nothing
+	// written after it (the background load, which serves meanwhile).
 	NewJobScan() JobScan
 	// GetJob reads one job with its payload (protocol.ErrJobNotFound when
 	// absent).

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -71,60 +70,112 @@ func (b *Batch) notePriority(j *protocol.Job) {
 }
 
 // PrioritiesInUse says that inUse holds the pair of every unfinished job
-// memory knows at the end of a full load, counting every job of a batch
-// submitted before this one. The store then drops the keys of other pairs
-// and marks the keys complete, when the batch commits. The set is the
-// caller's no longer: the store keeps it.
-func (b *Batch) PrioritiesInUse(inUse map[QueuePriority]struct{}) {
+// memory knows at the end of the full load of scan, counting every job of
+// a batch submitted before this one. The store then drops the keys of
+// other pairs and marks the keys complete, when the batch commits; unless
+// it refused a commit since scan's snapshot (a refused removal puts its job
+// back in memory after inUse was taken), or the prune would take more
+// writes than one transaction holds: then the keys stay as they are, a
+// superset. The set is the caller's no longer: the store keeps it.
+func (b *Batch) PrioritiesInUse(inUse map[QueuePriority]struct{}, scan JobScan) {
 	b.inUse = inUse
 	b.pruning = true
+	b.pruneAfter = scan.refusalMark()
+}
+
+// maxPruneWrites bounds the writes of a prune: far below what a badger
+// transaction takes, so that a prune never fails for its size.
+const maxPruneWrites = 20_000
+
+// pairWrites is what a transaction changes of the stored pairs.
+type pairWrites struct {
+	pruned map[QueuePriority]struct{} // the pairs a prune kept (nil: none ran)
+	added  []QueuePriority            // pairs stored after any prune
 }
 
 // priorityWrites adds to txn what the group's batches need of the priority
 // keys, in batch order: a prune, and the key of every pair not yet stored.
-// It returns the pairs stored once txn commits (nil: unchanged) and whether
-// a batch pruned them.
-func priorityWrites(txn *badger.Txn, group []*commit, known map[QueuePriority]struct{}) (_ map[QueuePriority]struct{}, pruned bool, err error) {
-	changed := false
+// It runs on the committer, which alone reads and changes s.prios.
+func (s *Store) priorityWrites(txn *badger.Txn, group []*commit) (pairWrites, error) {
+	var w pairWrites
+	known := s.prios
+	var addedSet map[QueuePriority]struct{} // w.added as a set, once it is needed
+	has := func(p QueuePriority) bool {
+		if _, ok := known[p]; ok {
+			return true
+		}
+		_, ok := addedSet[p]
+		return ok
+	}
 	for _, c := range group {
 		b := c.batch
-		if b.pruning {
+		if b.pruning && s.mayPrune(b, known, w.added) {
 			for p := range known {
 				if _, ok := b.inUse[p]; !ok {
 					if err := txn.Delete(priorityKey(p)); err != nil {
-						return nil, false, err
+						return w, err
+					}
+				}
+			}
+			for _, p := range w.added {
+				if _, ok := b.inUse[p]; !ok {
+					if err := txn.Delete(priorityKey(p)); err != nil {
+						return w, err
 					}
 				}
 			}
 			for p := range b.inUse {
-				if _, ok := known[p]; !ok {
+				if !has(p) {
 					if err := txn.Set(priorityKey(p), nil); err != nil {
-						return nil, false, err
+						return w, err
 					}
 				}
 			}
 			if err := txn.Set(prioritiesCompleteKey, nil); err != nil {
-				return nil, false, err
+				return w, err
 			}
-			known, changed, pruned = maps.Clone(b.inUse), true, true
+			known, w.pruned, w.added, addedSet = b.inUse, b.inUse, nil, nil
 		}
 		for _, p := range b.prios {
-			if _, ok := known[p]; ok {
+			if has(p) {
 				continue
 			}
 			if err := txn.Set(priorityKey(p), nil); err != nil {
-				return nil, false, err
+				return w, err
 			}
-			if !changed {
-				known, changed = maps.Clone(known), true
+			if addedSet == nil {
+				addedSet = make(map[QueuePriority]struct{})
 			}
-			known[p] = struct{}{}
+			addedSet[p] = struct{}{}
+			w.added = append(w.added, p)
 		}
 	}
-	if !changed {
-		return nil, false, nil
+	return w, nil
+}
+
+// mayPrune reports whether the prune b may run: no commit was refused since
+// its scan's snapshot, and it fits in a transaction.
+func (s *Store) mayPrune(b *Batch, known map[QueuePriority]struct{}, added []QueuePriority) bool {
+	if s.refusals != b.pruneAfter {
+		s.log.Warn("queue priorities kept as they were: a commit was refused during the load; the next start may wait longer before it dispatches")
+		return false
 	}
-	return known, pruned, nil
+	if len(known)+len(added)+len(b.inUse) > maxPruneWrites {
+		s.log.Warn("queue priorities kept as they were: too many to prune in one commit; the next start may wait longer before it dispatches",
+			"pairs", len(known)+len(added), "in_use", len(b.inUse))
+		return false
+	}
+	return true
+}
+
+// pairsCommitted applies w to s.prios once its transaction committed.
+func (s *Store) pairsCommitted(w pairWrites) {
+	if w.pruned != nil {
+		s.prios, s.priosComplete = w.pruned, true
+	}
+	for _, p := range w.added {
+		s.prios[p] = struct{}{}
+	}
 }
 
 // loadPriorities reads the stored pairs and the completeness flag at open.
@@ -154,20 +205,13 @@ func (s *Store) loadPriorities() error {
 	})
 }
 
-// commitWithPriorities commits txn; prios, when not nil, are the pairs
-// stored once it has (priorityWrites). The pairs change under priosMu
-// together with the commit, so that a snapshot taken meanwhile
-// (NewJobScan) never holds a job whose pair its floors lack.
-func (s *Store) commitWithPriorities(txn *badger.Txn, prios map[QueuePriority]struct{}, pruned bool) error {
-	if prios == nil {
-		return txn.Commit()
-	}
-	s.priosMu.Lock()
-	defer s.priosMu.Unlock()
-	if err := txn.Commit(); err != nil {
-		return err
-	}
-	s.prios = prios
-	s.priosComplete = s.priosComplete || pruned
-	return nil
+// hasKeys reports whether txn sees any key with prefix.
+func hasKeys(txn *badger.Txn, prefix []byte) bool {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	opts.PrefetchValues = false
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	it.Rewind()
+	return it.Valid()
 }

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"context"
+	"errors"
 	"maps"
 	"testing"
 
@@ -80,8 +82,10 @@ func TestPriorityKeysFollowTheJobs(t *testing.T) {
 	}
 
 	// prune to what is in use, then store a pair the prune dropped
+	scan = s.NewJobScan()
+	scan.Close()
 	b = NewBatch(false)
-	b.PrioritiesInUse(map[QueuePriority]struct{}{{"a", 9}: {}, {"b", 7}: {}})
+	b.PrioritiesInUse(map[QueuePriority]struct{}{{"a", 9}: {}, {"b", 7}: {}}, scan)
 	commitTest(t, s, b)
 	b = NewBatch(false)
 	b.Enqueued([]*protocol.Job{jobAt(9, "c", 3)}, nil, 0)
@@ -103,7 +107,9 @@ func TestPruneAndNewPairsInOneCommit(t *testing.T) {
 	s := openTest(t, dir)
 	before, prune, after := NewBatch(false), NewBatch(false), NewBatch(false)
 	before.Enqueued([]*protocol.Job{jobAt(1, "x", 1)}, nil, 0)
-	prune.PrioritiesInUse(map[QueuePriority]struct{}{{"y", 4}: {}})
+	scan := s.NewJobScan()
+	scan.Close()
+	prune.PrioritiesInUse(map[QueuePriority]struct{}{{"y", 4}: {}}, scan)
 	after.Enqueued([]*protocol.Job{jobAt(2, "z", 6)}, nil, 0)
 	if err := s.apply([]*commit{{batch: before}, {batch: prune}, {batch: after}}); err != nil {
 		t.Fatal(err)
@@ -138,5 +144,81 @@ func TestJobScanReadsItsSnapshot(t *testing.T) {
 	}
 	if len(ids) != 1 || ids[0] != testJob(1).ID {
 		t.Fatalf("the scan found %v, want only the job stored before it was made", ids)
+	}
+}
+
+// TestPruneSkippedAfterARefusal: a commit refused after the load's
+// snapshot may have put a job back in memory after the pairs in use were
+// taken, so the prune keeps every stored pair.
+func TestPruneSkippedAfterARefusal(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	b := NewBatch(false)
+	b.Enqueued([]*protocol.Job{jobAt(1, "x", 1)}, nil, 0)
+	commitTest(t, s, b)
+	scan := s.NewJobScan()
+	scan.Close()
+	refused := NewBatch(false)
+	refused.Removed(jobAt(1, "x", 1).ID, 0, Ref{})
+	refused.fail(errors.New("refused for the test"))
+	if err := s.Commit(context.Background(), refused); err == nil {
+		t.Fatal("the failed batch committed")
+	}
+	prune := NewBatch(false)
+	prune.PrioritiesInUse(map[QueuePriority]struct{}{}, scan)
+	commitTest(t, s, prune)
+	s, floors, complete := floorsAfterReopen(t, s, dir)
+	defer s.Close()
+	if want := map[string]uint16{"x": 1}; !maps.Equal(floors, want) || !complete {
+		t.Fatalf("floors %v complete %v, want %v (the prune skipped) and complete", floors, complete, want)
+	}
+}
+
+// TestJobScanWaitsForEarlierCommits: a snapshot taken after batches were
+// submitted, their commits not awaited, holds their jobs and their pairs.
+func TestJobScanWaitsForEarlierCommits(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	const n = 200
+	for i := range n {
+		b := NewBatch(false)
+		b.Enqueued([]*protocol.Job{jobAt(i+1, "w", uint16(1000-i))}, nil, 0)
+		s.Submit(b, nil)
+	}
+	scan := s.NewJobScan()
+	pairs, _ := scan.Priorities()
+	if _, ok := pairs[QueuePriority{"w", 1000 - n + 1}]; !ok || len(pairs) != n {
+		t.Errorf("the snapshot's pairs miss some of the %d submitted before it: %d", n, len(pairs))
+	}
+	found := 0
+	if err := scan.Run(func(*protocol.Job, Ref) error { found++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if found != n {
+		t.Fatalf("the snapshot holds %d of the %d jobs submitted before it", found, n)
+	}
+}
+
+// TestStoreWithoutVersionButJobsIsNotComplete: a store that has jobs but
+// no schema version (never written by tollgate, but possible after damage)
+// does not claim its pairs are complete.
+func TestStoreWithoutVersionButJobsIsNotComplete(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	b := NewBatch(false)
+	b.Enqueued([]*protocol.Job{jobAt(1, "x", 1)}, nil, 0)
+	commitTest(t, s, b)
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Delete(versionKey); err != nil {
+			return err
+		}
+		return txn.Delete(prioritiesCompleteKey)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, complete := floorsAfterReopen(t, s, dir)
+	defer s.Close()
+	if complete {
+		t.Fatal("a store with jobs and no version claims complete pairs")
 	}
 }

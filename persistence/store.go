@@ -88,18 +88,25 @@ type Store struct {
 	queue    chan *commit
 	wg       sync.WaitGroup
 	stop     chan struct{}
-	closed   sync.Once
+	// committed is closed when the committer has returned
+	committed chan struct{}
+	closed    sync.Once
 	// prios are the stored (queue, priority) pairs and priosComplete says
-	// they cover every unfinished job (priorities.go); the committer
-	// replaces them under priosMu, which NewJobScan takes to read them
-	priosMu       sync.Mutex
+	// they cover every unfinished job (priorities.go); refusals counts the
+	// batches refused. Only the committer reads and changes them (after
+	// Open), snapshots of the jobs included (NewJobScan).
 	prios         map[QueuePriority]struct{}
 	priosComplete bool
+	refusals      uint64
 }
 
+// commit is a batch to commit, or a request for a snapshot of the jobs
+// (scan set, batch nil), which the committer answers once every batch
+// submitted before it is committed or refused.
 type commit struct {
 	batch *Batch
 	done  func(error)
+	scan  chan<- *jobScan
 }
 
 // Open opens (or creates) the store.
@@ -185,7 +192,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistence.Open %s: %w", filepath.Clean(cfg.Dir), err)
 	}
-	s := &Store{db: db, log: cfg.Logger, cfg: cfg, queue: make(chan *commit, 8192), stop: make(chan struct{}),
+	s := &Store{db: db, log: cfg.Logger, cfg: cfg, queue: make(chan *commit, 8192), stop: make(chan struct{}), committed: make(chan struct{}),
 		groups: newGroupCache(cfg.GroupCacheBytes), space: space,
 		flushReq: make(chan chan error)}
 	if err := s.checkVersion(); err != nil {
@@ -264,8 +271,11 @@ func (s *Store) checkVersion() error {
 	return s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(versionKey)
 		if errors.Is(err, badger.ErrKeyNotFound) { // a new store
-			if err := txn.Set(prioritiesCompleteKey, nil); err != nil {
-				return err
+			if !hasKeys(txn, jobPrefix) && !hasKeys(txn, groupPrefix) {
+				// no job, so no pair missing (priorities.go)
+				if err := txn.Set(prioritiesCompleteKey, nil); err != nil {
+					return err
+				}
 			}
 			return txn.Set(versionKey, []byte{schemaVersion})
 		}
@@ -335,6 +345,7 @@ func (s *Store) Commit(ctx context.Context, b *Batch) error {
 
 func (s *Store) commitLoop() {
 	defer s.wg.Done()
+	defer close(s.committed)
 	group := make([]*commit, 0, 256)
 	for {
 		var first *commit
@@ -349,18 +360,31 @@ func (s *Store) commitLoop() {
 			for {
 				select {
 				case c := <-s.queue:
+					if c.scan != nil {
+						c.scan <- s.snapshotJobs()
+						continue
+					}
 					s.commitGroup([]*commit{c})
 				default:
 					return
 				}
 			}
 		}
+		if first.scan != nil {
+			first.scan <- s.snapshotJobs()
+			continue
+		}
 		group = append(group[:0], first)
 		size := first.batch.size
+		var scan *commit // a snapshot request that ended the group
 	fill:
 		for size < s.cfg.MaxGroupBytes && len(group) < 4096 {
 			select {
 			case c := <-s.queue:
+				if c.scan != nil {
+					scan = c
+					break fill
+				}
 				group = append(group, c)
 				size += c.batch.size
 			default:
@@ -372,6 +396,9 @@ func (s *Store) commitLoop() {
 		s.commits.Add(1)
 		if s.space != nil {
 			s.space.check()
+		}
+		if scan != nil {
+			scan.scan <- s.snapshotJobs()
 		}
 	}
 }
@@ -388,6 +415,7 @@ func (s *Store) commitGroup(group []*commit) {
 				continue
 			}
 			s.log.Error("commit refused", "err", c.batch.err)
+			s.refusals++
 			if c.done != nil {
 				c.done(fmt.Errorf("persistence: commit: %w", c.batch.err))
 			}
@@ -416,6 +444,7 @@ func (s *Store) commitGroup(group []*commit) {
 		// transaction it cannot take): a 503 for the client, never a
 		// crash; what was not committed was not acknowledged
 		err = fmt.Errorf("persistence: commit: %w", protocol.Errorf(protocol.CodeUnavailable, "storage unavailable: %s", msg))
+		s.refusals += uint64(len(group))
 	}
 	if err == nil {
 		for _, c := range group {
@@ -460,13 +489,14 @@ func (s *Store) apply(group []*commit) error {
 			}
 		}
 	}
-	prios, pruned, err := priorityWrites(txn, group, s.prios)
+	pairs, err := s.priorityWrites(txn, group)
 	if err != nil {
 		return err
 	}
-	if err := s.commitWithPriorities(txn, prios, pruned); err != nil {
+	if err := txn.Commit(); err != nil {
 		return err
 	}
+	s.pairsCommitted(pairs)
 	if sync && !s.cfg.InMemory {
 		return s.db.Sync()
 	}
