@@ -21,10 +21,12 @@ import (
 type loadFrontier struct {
 	// complete: floors cover every queue (a queue without a floor had no
 	// unfinished stored job); when not, nothing is known before the end.
-	// pairs are the stored pairs the floors come from.
+	// pairs are the stored pairs the floors come from, scan the scan
+	// whose snapshot they were (nil in tests of the rule).
 	floors   map[string]uint16
 	complete bool
 	pairs    map[persistence.QueuePriority]struct{}
+	scan     persistence.JobScan
 	// through is the ID key of the last job loaded (passed: there is one)
 	through protocol.IDKey
 	passed  bool
@@ -54,15 +56,23 @@ func (f *loadFrontier) prune(inUse map[persistence.QueuePriority]struct{}) *pers
 		return nil
 	}
 	b := persistence.NewBatch(false)
-	b.PrioritiesInUse(inUse)
+	b.PrioritiesInUse(inUse, f.scan)
 	return b
 }
 
-// loaded moves the frontier past the job with ID key k.
-func (f *loadFrontier) loaded(k protocol.IDKey) {
-	if !f.passed || f.through.Less(k) {
+// loaded moves the frontier past the job with ID key k. The scan hands
+// jobs over in ID order; if one ever came out of order (job groups whose ID
+// ranges overlap, after the clock went back), nothing more is known until
+// the end, and it reports so.
+func (f *loadFrontier) loaded(k protocol.IDKey) (outOfOrder bool) {
+	switch {
+	case !f.passed || f.through.Less(k):
 		f.through, f.passed = k, true
+	case k.Less(f.through) && f.complete:
+		f.complete = false
+		return true
 	}
+	return false
 }
 
 // first reports whether the ready job it of queue comes before every job

@@ -44,12 +44,15 @@ func TestLoadFrontierRule(t *testing.T) {
 			t.Errorf("%s: first = %v, want %v", c.name, got, c.want)
 		}
 	}
+	f.loaded(key(1))
 	f.loaded(key(3))
-	f.loaded(key(2)) // never moves back
 	for n, want := range map[int]bool{1: true, 3: true, 4: false} {
 		if got := f.first("q", at(10, n)); got != want {
 			t.Errorf("at the floor, job %d with the scan through job 3: first = %v, want %v", n, got, want)
 		}
+	}
+	if !f.loaded(key(2)) || f.first("q", at(9, 5)) {
+		t.Error("a job loaded out of ID order did not end what the frontier knows")
 	}
 	unknown := newLoadFrontier(nil, false)
 	if unknown.first("new", at(0, 1)) {

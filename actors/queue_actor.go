@@ -87,6 +87,9 @@ const (
 // StartupStats describes what recovery found.
 type StartupStats struct {
 	Recovered int // in-flight jobs returned to ready
+	// Ready and Scheduled count the unfinished jobs in memory when the
+	// load ends: those enqueued meanwhile too, and those dispatched
+	// meanwhile as ready, but not those already finished.
 	Ready     int
 	Scheduled int
 	Retained  int // finished jobs kept for retention
