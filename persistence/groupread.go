@@ -448,14 +448,7 @@ func (s *Store) GroupNames() ([]string, error) {
 // groupKeys calls fn with every key under g/ (groups and marks), in order.
 func (s *Store) groupKeys(fn func(key []byte)) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = groupPrefix
-		opts.PrefetchValues = false
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			fn(it.Item().Key())
-		}
+		eachKey(txn, groupPrefix, func(k []byte) bool { fn(k); return true })
 		return nil
 	})
 }

@@ -189,29 +189,35 @@ func (s *Store) loadPriorities() error {
 		case !errors.Is(err, badger.ErrKeyNotFound):
 			return fmt.Errorf("persistence: read %s: %w", prioritiesCompleteKey, err)
 		}
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = priorityPrefix
-		opts.PrefetchValues = false
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			p, ok := parsePriorityKey(it.Item().Key())
+		var bad error
+		eachKey(txn, priorityPrefix, func(k []byte) bool {
+			p, ok := parsePriorityKey(k)
 			if !ok {
-				return fmt.Errorf("persistence: malformed queue priority key %q", it.Item().Key())
+				bad = fmt.Errorf("persistence: malformed queue priority key %q", k)
+				return false
 			}
 			s.prios[p] = struct{}{}
-		}
-		return nil
+			return true
+		})
+		return bad
 	})
 }
 
 // hasKeys reports whether txn sees any key with prefix.
 func hasKeys(txn *badger.Txn, prefix []byte) bool {
+	found := false
+	eachKey(txn, prefix, func([]byte) bool { found = true; return false })
+	return found
+}
+
+// eachKey calls fn with every key under prefix that txn sees, in order,
+// until fn returns false; no value is read.
+func eachKey(txn *badger.Txn, prefix []byte, fn func(key []byte) bool) {
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.PrefetchValues = false
 	it := txn.NewIterator(opts)
 	defer it.Close()
-	it.Rewind()
-	return it.Valid()
+	for it.Rewind(); it.Valid() && fn(it.Item().Key()); it.Next() {
+	}
 }
