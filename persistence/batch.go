@@ -26,10 +26,12 @@ type Batch struct {
 	// batch stores; inUse, when pruning, is every pair in use, and
 	// pruneAfter the store's refusal count at the load's snapshot
 	// (priorities.go)
-	prios      []QueuePriority
-	inUse      map[QueuePriority]struct{}
-	pruning    bool
-	pruneAfter uint64
+	prios        []PriorityPair
+	lastPrio     uint16             // the priority and bindings of the last
+	lastBindings []protocol.Binding // bound job noted (notePriority)
+	inUse        map[PriorityPair]struct{}
+	pruning      bool
+	pruneAfter   uint64
 }
 
 // NewBatch returns an empty batch; sync asks for fsync before it counts as

@@ -270,7 +270,7 @@ type JobScan interface {
 	// snapshot, and whether they were complete: then every unfinished job
 	// of the snapshot has its pair among them (priorities.go); when not,
 	// they say nothing.
-	Priorities() (pairs map[QueuePriority]struct{}, complete bool)
+	Priorities() (pairs map[PriorityPair]struct{}, complete bool)
 	// refusalMark is the store's count of refused commits at the
 	// snapshot (Batch.PrioritiesInUse).
 	refusalMark() uint64
@@ -308,13 +308,13 @@ func (s *Store) snapshotJobs() *jobScan {
 type jobScan struct {
 	s        *Store
 	txn      *badger.Txn
-	pairs    map[QueuePriority]struct{}
+	pairs    map[PriorityPair]struct{}
 	complete bool
 	refusals uint64
 	closed   bool // the store was closing: Run fails
 }
 
-func (sc *jobScan) Priorities() (map[QueuePriority]struct{}, bool) { return sc.pairs, sc.complete }
+func (sc *jobScan) Priorities() (map[PriorityPair]struct{}, bool) { return sc.pairs, sc.complete }
 
 func (sc *jobScan) refusalMark() uint64 { return sc.refusals }
 

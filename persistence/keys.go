@@ -22,7 +22,8 @@ import "encoding/binary"
 //	h/<budget key>               budget hold (until, drained)   queue actor
 //	o/<budget key>               empty: made by a create_with   queue actor
 //	l/<budget key>               time_based pool level          queue actor
-//	q/<queue><priority u16>      empty: a pair of stored jobs   Store (priorities.go)
+//	q/q<queue><priority u16>     empty: a pair of stored jobs   Store (priorities.go)
+//	q/b<budget key><priority>    empty: a pair of their bindings Store (priorities.go)
 //	m/priorities                 empty: the q/ keys are complete Store (priorities.go)
 //
 // A bulk enqueue stores its jobs as groups (group.go); a member's own

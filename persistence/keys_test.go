@@ -21,7 +21,7 @@ func TestErrorKeysSortByAttempt(t *testing.T) {
 }
 
 func TestKeyspacesAreDistinct(t *testing.T) {
-	keys := [][]byte{versionKey, jobKey("a"), payloadKey("a"), errorKey("a", 1), budgetKey("a"), groupKey("a"), cronGroupKey("a"), cronEntryKey("a", "b"), priorityKey(QueuePriority{"a", 1})}
+	keys := [][]byte{versionKey, jobKey("a"), payloadKey("a"), errorKey("a", 1), budgetKey("a"), groupKey("a"), cronGroupKey("a"), cronEntryKey("a", "b"), priorityKey(QueuePair("a", 1))}
 	for i := range keys {
 		for j := range keys {
 			if i != j && bytes.HasPrefix(keys[i], keys[j][:2]) {

@@ -10,19 +10,22 @@ import (
 	"github.com/tollgate/tollgate/protocol"
 )
 
-// Queue priorities.
+// Queue and budget priorities.
 //
 // The store keeps jobs in ID order, so the first job of a queue in
-// (priority, id) order is known only once every stored job has been read.
-// To let a queue dispatch while the rest of a backlog loads (SPEC §3.9),
-// the store also keeps one empty key per (queue, priority) pair an
-// unfinished stored job may carry, q/<queue><priority u16>. The key is
-// written in the transaction that first stores a job with its pair, and the
-// keys are pruned to the pairs of the unfinished jobs at the end of every
-// full load (Batch.PrioritiesInUse). So every unfinished stored job has its
-// pair's key, and a queue's lowest priority on disk is known without reading
-// its jobs (JobScan.Priorities): a loaded job of that priority whose ID the
-// scan has passed comes before every job not yet read.
+// (priority, id) order is known only once every stored job has been read,
+// and so is the first job bound to a budget. To let a queue dispatch while
+// the rest of a backlog loads (SPEC §3.9), the store also keeps one empty
+// key per (queue, priority) pair an unfinished stored job may carry, and
+// per (budget, priority) pair of its bindings: q/q<queue><priority u16> and
+// q/b<budget key><priority u16>. A key is written in the transaction that
+// first stores a job with its pair, and the keys are pruned to the pairs of
+// the unfinished jobs at the end of every full load (Batch.PrioritiesInUse).
+// So every unfinished stored job has its pairs' keys, and the lowest
+// priority on disk of a queue, or of the jobs bound to a budget, is known
+// without reading the jobs (JobScan.Priorities): a loaded job of that
+// priority whose ID the scan has passed comes before every job of the
+// queue (or bound to the budget) not yet read.
 //
 // m/priorities says the keys are complete: a new store has it from the
 // start. A store an older build wrote has no keys; its first full load
@@ -30,157 +33,216 @@ import (
 // load ends. An older build would write jobs without their keys, so schema
 // version 4 keeps it from opening the store.
 
-// QueuePriority is a (queue, priority) pair of stored jobs.
-type QueuePriority struct {
-	Queue    string
+// PriorityPair is a (queue, priority) or (budget, priority) pair of
+// unfinished stored jobs: their queue, or a budget they are bound to.
+type PriorityPair struct {
+	Name     string // the queue or the budget key
 	Priority uint16
+	Budget   bool // Name is a budget key, else a queue
+}
+
+// QueuePair is the pair of a job of queue at priority.
+func QueuePair(queue string, priority uint16) PriorityPair {
+	return PriorityPair{Name: queue, Priority: priority}
+}
+
+// BudgetPair is the pair of a job bound to budget key at priority.
+func BudgetPair(key string, priority uint16) PriorityPair {
+	return PriorityPair{Budget: true, Name: key, Priority: priority}
 }
 
 var prioritiesCompleteKey = []byte("m/priorities")
 
-// priorityKey is q/<queue><priority u16>: the priority is always the last
-// two bytes, so no separator is needed.
-func priorityKey(p QueuePriority) []byte {
-	k := make([]byte, 0, len(priorityPrefix)+len(p.Queue)+2)
-	k = append(append(k, priorityPrefix...), p.Queue...)
+// The kind byte after q/.
+const (
+	pairOfQueue  byte = 'q'
+	pairOfBudget byte = 'b'
+)
+
+// priorityKey is q/<kind><name><priority u16>: the priority is always the
+// last two bytes, so no separator is needed.
+func priorityKey(p PriorityPair) []byte {
+	kind := pairOfQueue
+	if p.Budget {
+		kind = pairOfBudget
+	}
+	k := make([]byte, 0, len(priorityPrefix)+1+len(p.Name)+2)
+	k = append(append(append(k, priorityPrefix...), kind), p.Name...)
 	return binary.BigEndian.AppendUint16(k, p.Priority)
 }
 
-func parsePriorityKey(k []byte) (QueuePriority, bool) {
-	if len(k) < len(priorityPrefix)+2 {
-		return QueuePriority{}, false
+func parsePriorityKey(k []byte) (PriorityPair, bool) {
+	if len(k) < len(priorityPrefix)+3 {
+		return PriorityPair{}, false
 	}
 	rest := k[len(priorityPrefix):]
+	kind, rest := rest[0], rest[1:]
+	if kind != pairOfQueue && kind != pairOfBudget {
+		return PriorityPair{}, false
+	}
 	n := len(rest) - 2
-	return QueuePriority{Queue: string(rest[:n]), Priority: binary.BigEndian.Uint16(rest[n:])}, true
+	return PriorityPair{Budget: kind == pairOfBudget, Name: string(rest[:n]), Priority: binary.BigEndian.Uint16(rest[n:])}, true
 }
 
-// notePriority records the pair of a job the batch stores, unless the job
-// is finished (a finished job is never dispatched again). Jobs of one batch
-// mostly share their pair, so a repeat of the last one is not recorded.
+// notePriority records the pairs of a job the batch stores, its queue's and
+// its budgets', unless the job is finished (a finished job is never
+// dispatched again). Jobs of one batch mostly share their pairs, so a
+// repeat of the last pair, or of the last job's bindings, is not recorded.
 func (b *Batch) notePriority(j *protocol.Job) {
 	if j.Status.Terminal() {
 		return
 	}
-	p := QueuePriority{Queue: j.Queue, Priority: j.Priority}
+	b.notePair(QueuePair(j.Queue, j.Priority))
+	if len(j.Budgets) == 0 || b.sameBindings(j.Priority, j.Budgets) {
+		return
+	}
+	for _, bi := range j.Budgets {
+		b.notePair(BudgetPair(bi.Key, j.Priority))
+	}
+	b.lastPrio, b.lastBindings = j.Priority, j.Budgets
+}
+
+func (b *Batch) notePair(p PriorityPair) {
 	if n := len(b.prios); n > 0 && b.prios[n-1] == p {
 		return
 	}
 	b.prios = append(b.prios, p)
 }
 
-// PrioritiesInUse says that inUse holds the pair of every unfinished job
-// memory knows at the end of the full load of scan, counting every job of
-// a batch submitted before this one. The store then drops the keys of
-// other pairs and marks the keys complete, when the batch commits; unless
-// it refused a commit since scan's snapshot (a refused removal puts its job
-// back in memory after inUse was taken), or the prune would take more
-// writes than one transaction holds: then the keys stay as they are, a
-// superset. The set is the caller's no longer: the store keeps it.
-func (b *Batch) PrioritiesInUse(inUse map[QueuePriority]struct{}, scan JobScan) {
+// sameBindings reports whether a job at priority with bindings has the
+// pairs the batch noted last (the jobs of a bulk mostly do).
+func (b *Batch) sameBindings(priority uint16, bindings []protocol.Binding) bool {
+	if b.lastPrio != priority || len(b.lastBindings) != len(bindings) {
+		return false
+	}
+	for i := range bindings {
+		if b.lastBindings[i].Key != bindings[i].Key {
+			return false
+		}
+	}
+	return true
+}
+
+// PrioritiesInUse makes the batch a prune: inUse holds the pairs of every
+// unfinished job memory knows at the end of the full load of scan,
+// counting every job of a batch submitted before this one. The store then
+// drops the keys of other pairs, writes those missing, and marks the keys
+// complete (applyPrune); unless it refused a commit since scan's snapshot
+// (a refused removal puts its job back in memory after inUse was taken):
+// then the keys stay as they are, a superset. A prune batch holds nothing
+// else. The set is the caller's no longer: the store keeps it.
+func (b *Batch) PrioritiesInUse(inUse map[PriorityPair]struct{}, scan JobScan) {
 	b.inUse = inUse
 	b.pruning = true
 	b.pruneAfter = scan.refusalMark()
 }
 
-// maxPruneWrites bounds the writes of a prune: far below what a badger
-// transaction takes, so that a prune never fails for its size.
-const maxPruneWrites = 20_000
+// pruneChunk is the most writes one transaction of a prune makes: far below
+// what badger takes in one, whatever the memtable size.
+const pruneChunk = 5_000
 
-// pairWrites is what a transaction changes of the stored pairs.
-type pairWrites struct {
-	pruned map[QueuePriority]struct{} // the pairs a prune kept (nil: none ran)
-	added  []QueuePriority            // pairs stored after any prune
-}
-
-// priorityWrites adds to txn what the group's batches need of the priority
-// keys, in batch order: a prune, and the key of every pair not yet stored.
-// It runs on the committer, which alone reads and changes s.prios.
-func (s *Store) priorityWrites(txn *badger.Txn, group []*commit) (pairWrites, error) {
-	var w pairWrites
-	known := s.prios
-	var addedSet map[QueuePriority]struct{} // w.added as a set, once it is needed
-	has := func(p QueuePriority) bool {
-		if _, ok := known[p]; ok {
-			return true
-		}
-		_, ok := addedSet[p]
-		return ok
-	}
+// priorityWrites adds to txn the key of every pair the group's batches
+// store that is not stored yet, and returns those pairs. It runs on the
+// committer, which alone reads and changes s.prios; prunes never share a
+// group (applyPrune).
+func (s *Store) priorityWrites(txn *badger.Txn, group []*commit) ([]PriorityPair, error) {
+	var added []PriorityPair
+	var addedSet map[PriorityPair]struct{} // added, as a set once needed
 	for _, c := range group {
-		b := c.batch
-		if b.pruning && s.mayPrune(b, known, w.added) {
-			for p := range known {
-				if _, ok := b.inUse[p]; !ok {
-					if err := txn.Delete(priorityKey(p)); err != nil {
-						return w, err
-					}
-				}
+		for _, p := range c.batch.prios {
+			if _, ok := s.prios[p]; ok {
+				continue
 			}
-			for _, p := range w.added {
-				if _, ok := b.inUse[p]; !ok {
-					if err := txn.Delete(priorityKey(p)); err != nil {
-						return w, err
-					}
-				}
-			}
-			for p := range b.inUse {
-				if !has(p) {
-					if err := txn.Set(priorityKey(p), nil); err != nil {
-						return w, err
-					}
-				}
-			}
-			if err := txn.Set(prioritiesCompleteKey, nil); err != nil {
-				return w, err
-			}
-			known, w.pruned, w.added, addedSet = b.inUse, b.inUse, nil, nil
-		}
-		for _, p := range b.prios {
-			if has(p) {
+			if _, ok := addedSet[p]; ok {
 				continue
 			}
 			if err := txn.Set(priorityKey(p), nil); err != nil {
-				return w, err
+				return nil, err
 			}
 			if addedSet == nil {
-				addedSet = make(map[QueuePriority]struct{})
+				addedSet = make(map[PriorityPair]struct{})
 			}
 			addedSet[p] = struct{}{}
-			w.added = append(w.added, p)
+			added = append(added, p)
 		}
 	}
-	return w, nil
+	return added, nil
 }
 
-// mayPrune reports whether the prune b may run: no commit was refused since
-// its scan's snapshot, and it fits in a transaction.
-func (s *Store) mayPrune(b *Batch, known map[QueuePriority]struct{}, added []QueuePriority) bool {
+// pairsCommitted adds the pairs a committed transaction stored.
+func (s *Store) pairsCommitted(added []PriorityPair) {
+	for _, p := range added {
+		s.prios[p] = struct{}{}
+	}
+}
+
+// applyPrune runs a prune batch, on the committer, after every batch
+// submitted before it: deletes and writes in transactions of at most
+// pruneChunk keys, the completeness flag in the last. Each is safe on its
+// own (the stored pairs stay a superset of those in use), so a failure
+// leaves them valid, and s.prios follows every committed transaction.
+func (s *Store) applyPrune(b *Batch) error {
 	if s.refusals != b.pruneAfter {
 		s.log.Warn("queue priorities kept as they were: a commit was refused during the load; the next start may wait longer before it dispatches")
-		return false
+		return nil
 	}
-	if len(known)+len(added)+len(b.inUse) > maxPruneWrites {
-		s.log.Warn("queue priorities kept as they were: too many to prune in one commit; the next start may wait longer before it dispatches",
-			"pairs", len(known)+len(added), "in_use", len(b.inUse))
-		return false
+	type write struct {
+		p   PriorityPair
+		set bool
 	}
-	return true
-}
-
-// pairsCommitted applies w to s.prios once its transaction committed.
-func (s *Store) pairsCommitted(w pairWrites) {
-	if w.pruned != nil {
-		s.prios, s.priosComplete = w.pruned, true
+	var writes []write
+	for p := range s.prios {
+		if _, ok := b.inUse[p]; !ok {
+			writes = append(writes, write{p, false})
+		}
 	}
-	for _, p := range w.added {
-		s.prios[p] = struct{}{}
+	for p := range b.inUse {
+		if _, ok := s.prios[p]; !ok {
+			writes = append(writes, write{p, true})
+		}
+	}
+	for {
+		n := min(len(writes), pruneChunk)
+		chunk, last := writes[:n], n == len(writes)
+		err := s.db.Update(func(txn *badger.Txn) error {
+			for _, w := range chunk {
+				var err error
+				if w.set {
+					err = txn.Set(priorityKey(w.p), nil)
+				} else {
+					err = txn.Delete(priorityKey(w.p))
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if last {
+				return txn.Set(prioritiesCompleteKey, nil)
+			}
+			return nil
+		})
+		if err != nil {
+			s.refusals++
+			return fmt.Errorf("persistence: prune queue priorities: %w", err)
+		}
+		for _, w := range chunk {
+			if w.set {
+				s.prios[w.p] = struct{}{}
+			} else {
+				delete(s.prios, w.p)
+			}
+		}
+		if last {
+			s.priosComplete = true
+			return nil
+		}
+		writes = writes[n:]
 	}
 }
 
 // loadPriorities reads the stored pairs and the completeness flag at open.
 func (s *Store) loadPriorities() error {
-	s.prios = make(map[QueuePriority]struct{})
+	s.prios = make(map[PriorityPair]struct{})
 	return s.db.View(func(txn *badger.Txn) error {
 		_, err := txn.Get(prioritiesCompleteKey)
 		switch {
@@ -220,4 +282,21 @@ func eachKey(txn *badger.Txn, prefix []byte, fn func(key []byte) bool) {
 	defer it.Close()
 	for it.Rewind(); it.Valid() && fn(it.Item().Key()); it.Next() {
 	}
+}
+
+// dropPriorities deletes every priority key and the completeness flag, for
+// an older store whose keys, if any, are in another format: its next full
+// load writes them again.
+func dropPriorities(txn *badger.Txn) error {
+	var keys [][]byte
+	eachKey(txn, priorityPrefix, func(k []byte) bool {
+		keys = append(keys, append([]byte(nil), k...))
+		return true
+	})
+	for _, k := range append(keys, prioritiesCompleteKey) {
+		if err := txn.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

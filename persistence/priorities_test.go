@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"testing"
 
@@ -23,8 +24,8 @@ func floorsAfterReopen(t *testing.T, s *Store, dir string) (*Store, map[string]u
 	pairs, complete := scan.Priorities()
 	floors := make(map[string]uint16)
 	for p := range pairs {
-		if f, ok := floors[p.Queue]; !ok || p.Priority < f {
-			floors[p.Queue] = p.Priority
+		if f, ok := floors[p.Name]; !p.Budget && (!ok || p.Priority < f) {
+			floors[p.Name] = p.Priority
 		}
 	}
 	return s, floors, complete
@@ -85,7 +86,7 @@ func TestPriorityKeysFollowTheJobs(t *testing.T) {
 	scan = s.NewJobScan()
 	scan.Close()
 	b = NewBatch(false)
-	b.PrioritiesInUse(map[QueuePriority]struct{}{{"a", 9}: {}, {"b", 7}: {}}, scan)
+	b.PrioritiesInUse(map[PriorityPair]struct{}{QueuePair("a", 9): {}, QueuePair("b", 7): {}}, scan)
 	commitTest(t, s, b)
 	b = NewBatch(false)
 	b.Enqueued([]*protocol.Job{jobAt(9, "c", 3)}, nil, 0)
@@ -99,26 +100,76 @@ func TestPriorityKeysFollowTheJobs(t *testing.T) {
 	}
 }
 
-// TestPruneAndNewPairsInOneCommit: batches committed in one transaction
-// apply in order, so a pair stored after a prune that dropped it is kept,
-// and one stored before it is dropped.
-func TestPruneAndNewPairsInOneCommit(t *testing.T) {
+// TestPruneKeepsItsPlaceInOrder: a prune runs after every batch submitted
+// before it and before every batch after it, so a pair stored before it and
+// not in use is dropped, and one stored after it is kept.
+func TestPruneKeepsItsPlaceInOrder(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir)
-	before, prune, after := NewBatch(false), NewBatch(false), NewBatch(false)
-	before.Enqueued([]*protocol.Job{jobAt(1, "x", 1)}, nil, 0)
 	scan := s.NewJobScan()
 	scan.Close()
-	prune.PrioritiesInUse(map[QueuePriority]struct{}{{"y", 4}: {}}, scan)
+	before, prune, after := NewBatch(false), NewBatch(false), NewBatch(false)
+	before.Enqueued([]*protocol.Job{jobAt(1, "x", 1)}, nil, 0)
+	prune.PrioritiesInUse(map[PriorityPair]struct{}{QueuePair("y", 4): {}}, scan)
 	after.Enqueued([]*protocol.Job{jobAt(2, "z", 6)}, nil, 0)
-	if err := s.apply([]*commit{{batch: before}, {batch: prune}, {batch: after}}); err != nil {
-		t.Fatal(err)
-	}
+	s.Submit(before, nil)
+	s.Submit(prune, nil)
+	commitTest(t, s, after)
 	s, floors, complete := floorsAfterReopen(t, s, dir)
 	defer s.Close()
 	want := map[string]uint16{"y": 4, "z": 6}
 	if !maps.Equal(floors, want) || !complete {
 		t.Fatalf("floors %v complete %v, want %v and complete", floors, complete, want)
+	}
+}
+
+// TestPruneInChunks: a prune with more writes than one transaction of it
+// takes runs in several, and ends complete.
+func TestPruneInChunks(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	n := 2*pruneChunk + 10
+	jobs := make([]*protocol.Job, n)
+	for i := range jobs {
+		jobs[i] = jobAt(i+1, fmt.Sprintf("q%05d", i), 1)
+	}
+	b := NewBatch(false)
+	b.Enqueued(jobs, nil, n+1) // alone, not as a group
+	commitTest(t, s, b)
+	scan := s.NewJobScan()
+	scan.Close()
+	prune := NewBatch(false)
+	prune.PrioritiesInUse(map[PriorityPair]struct{}{QueuePair("q00007", 1): {}, QueuePair("new", 2): {}}, scan)
+	commitTest(t, s, prune)
+	s, floors, complete := floorsAfterReopen(t, s, dir)
+	defer s.Close()
+	want := map[string]uint16{"q00007": 1, "new": 2}
+	if !maps.Equal(floors, want) || !complete {
+		t.Fatalf("after pruning %d pairs: %d floors, complete %v; want %v and complete", n, len(floors), complete, want)
+	}
+}
+
+// TestVersion4PrioritiesDropped: a store of schema 4 kept queue pairs in
+// another format; opening it drops them and its completeness, so its next
+// load writes them again.
+func TestVersion4PrioritiesDropped(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set([]byte("q/default\x80\x00"), nil); err != nil {
+			return err
+		}
+		if err := txn.Set(prioritiesCompleteKey, nil); err != nil {
+			return err
+		}
+		return txn.Set(versionKey, []byte{4})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, floors, complete := floorsAfterReopen(t, s, dir)
+	defer s.Close()
+	if len(floors) != 0 || complete {
+		t.Fatalf("a version-4 store opened with floors %v, complete %v; want none, incomplete", floors, complete)
 	}
 }
 
@@ -165,7 +216,7 @@ func TestPruneSkippedAfterARefusal(t *testing.T) {
 		t.Fatal("the failed batch committed")
 	}
 	prune := NewBatch(false)
-	prune.PrioritiesInUse(map[QueuePriority]struct{}{}, scan)
+	prune.PrioritiesInUse(map[PriorityPair]struct{}{}, scan)
 	commitTest(t, s, prune)
 	s, floors, complete := floorsAfterReopen(t, s, dir)
 	defer s.Close()
@@ -187,7 +238,7 @@ func TestJobScanWaitsForEarlierCommits(t *testing.T) {
 	}
 	scan := s.NewJobScan()
 	pairs, _ := scan.Priorities()
-	if _, ok := pairs[QueuePriority{"w", 1000 - n + 1}]; !ok || len(pairs) != n {
+	if _, ok := pairs[QueuePair("w", 1000-n+1)]; !ok || len(pairs) != n {
 		t.Errorf("the snapshot's pairs miss some of the %d submitted before it: %d", n, len(pairs))
 	}
 	found := 0
@@ -220,5 +271,34 @@ func TestStoreWithoutVersionButJobsIsNotComplete(t *testing.T) {
 	defer s.Close()
 	if complete {
 		t.Fatal("a store with jobs and no version claims complete pairs")
+	}
+}
+
+// TestBudgetPairsFollowBindings: a job's bindings record a (budget,
+// priority) pair each, apart from the (queue, priority) pairs even under
+// the same name, and a rebinding records its new budgets'.
+func TestBudgetPairsFollowBindings(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	j := jobAt(1, "x", 5)
+	j.Budgets = []protocol.Binding{{Key: "x", Cost: 1}, {Key: "api", Cost: 2}}
+	b := NewBatch(false)
+	refs := b.Enqueued([]*protocol.Job{j}, nil, 0)
+	commitTest(t, s, b)
+	j.Budgets = []protocol.Binding{{Key: "other", Cost: 1}}
+	b = NewBatch(false)
+	b.Updated(j, &refs[0])
+	commitTest(t, s, b)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir)
+	defer s.Close()
+	scan := s.NewJobScan()
+	defer scan.Close()
+	pairs, _ := scan.Priorities()
+	want := map[PriorityPair]struct{}{QueuePair("x", 5): {}, BudgetPair("x", 5): {}, BudgetPair("api", 5): {}, BudgetPair("other", 5): {}}
+	if !maps.Equal(pairs, want) {
+		t.Fatalf("pairs %v, want %v", pairs, want)
 	}
 }

@@ -95,7 +95,7 @@ type Store struct {
 	// they cover every unfinished job (priorities.go); refusals counts the
 	// batches refused. Only the committer reads and changes them (after
 	// Open), snapshots of the jobs included (NewJobScan).
-	prios         map[QueuePriority]struct{}
+	prios         map[PriorityPair]struct{}
 	priosComplete bool
 	refusals      uint64
 }
@@ -260,12 +260,14 @@ func (s *Store) Admit() error {
 const groupCacheBytes = 64 << 20
 
 // schemaVersion 2 may keep a payload apart from its job record, under
-// p/<id>; version 3 adds job groups (g/, group.go); version 4 the queue
-// priority keys (q/, priorities.go). An older store holds none of them,
-// which version 4 reads the same, so opening one only records the new
-// version; an older binary refuses a newer store instead of ignoring its
-// groups or writing jobs without their priority keys.
-const schemaVersion = 4
+// p/<id>; version 3 adds job groups (g/, group.go); version 5 the priority
+// keys of queues and budgets (q/, priorities.go). An older store holds
+// none of these, which version 5 reads the same, so opening one records the
+// new version (and drops the queue-only priority keys of version 4, whose
+// format differs, to be rebuilt by the first load); an older binary refuses
+// a newer store instead of ignoring its groups or writing jobs without
+// their priority keys.
+const schemaVersion = 5
 
 func (s *Store) checkVersion() error {
 	return s.db.Update(func(txn *badger.Txn) error {
@@ -293,6 +295,9 @@ func (s *Store) checkVersion() error {
 			return err
 		}
 		if version < schemaVersion {
+			if err := dropPriorities(txn); err != nil {
+				return err
+			}
 			return txn.Set(versionKey, []byte{schemaVersion})
 		}
 		return nil
@@ -360,8 +365,8 @@ func (s *Store) commitLoop() {
 			for {
 				select {
 				case c := <-s.queue:
-					if c.scan != nil {
-						c.scan <- s.snapshotJobs()
+					if c.alone() {
+						s.runAlone(c)
 						continue
 					}
 					s.commitGroup([]*commit{c})
@@ -370,19 +375,19 @@ func (s *Store) commitLoop() {
 				}
 			}
 		}
-		if first.scan != nil {
-			first.scan <- s.snapshotJobs()
+		if first.alone() {
+			s.runAlone(first)
 			continue
 		}
 		group = append(group[:0], first)
 		size := first.batch.size
-		var scan *commit // a snapshot request that ended the group
+		var alone *commit // a snapshot request or a prune that ended the group
 	fill:
 		for size < s.cfg.MaxGroupBytes && len(group) < 4096 {
 			select {
 			case c := <-s.queue:
-				if c.scan != nil {
-					scan = c
+				if c.alone() {
+					alone = c
 					break fill
 				}
 				group = append(group, c)
@@ -397,9 +402,26 @@ func (s *Store) commitLoop() {
 		if s.space != nil {
 			s.space.check()
 		}
-		if scan != nil {
-			scan.scan <- s.snapshotJobs()
+		if alone != nil {
+			s.runAlone(alone)
 		}
+	}
+}
+
+// alone reports whether c runs apart from any group: a snapshot request,
+// or a prune of the stored pairs.
+func (c *commit) alone() bool { return c.scan != nil || c.batch.pruning }
+
+// runAlone answers a snapshot request, or runs a prune (priorities.go),
+// once everything before it is committed.
+func (s *Store) runAlone(c *commit) {
+	if c.scan != nil {
+		c.scan <- s.snapshotJobs()
+		return
+	}
+	err := s.applyPrune(c.batch)
+	if c.done != nil {
+		c.done(err)
 	}
 }
 
@@ -489,14 +511,14 @@ func (s *Store) apply(group []*commit) error {
 			}
 		}
 	}
-	pairs, err := s.priorityWrites(txn, group)
+	added, err := s.priorityWrites(txn, group)
 	if err != nil {
 		return err
 	}
 	if err := txn.Commit(); err != nil {
 		return err
 	}
-	s.pairsCommitted(pairs)
+	s.pairsCommitted(added)
 	if sync && !s.cfg.InMemory {
 		return s.db.Sync()
 	}
