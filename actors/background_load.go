@@ -233,8 +233,12 @@ func (a *queueActor) reloadJobs(now uint64) {
 		<-chunk.ack
 		chunk.jobs, chunk.refs = chunk.jobs[:0], chunk.refs[:0]
 	}
-	// a snapshot after every write the actor made before its restart
-	err := a.store.NewJobScan().Run(func(j *protocol.Job, ref persistence.Ref) error {
+	// a snapshot after every write the actor made before its restart;
+	// nothing is dispatched before the reload ends (the frontier knows
+	// nothing), but its end prunes the stored pairs as any load's does
+	scan := a.store.NewJobScan()
+	a.eng.frontier = loadFrontier{scan: scan}
+	err := scan.Run(func(j *protocol.Job, ref persistence.Ref) error {
 		chunk.jobs = append(chunk.jobs, j)
 		chunk.refs = append(chunk.refs, ref)
 		if len(chunk.jobs) == loadChunkJobs {
@@ -300,16 +304,26 @@ func (a *queueActor) onLoadScanned(m *loadScanned, now uint64) {
 	a.eng.loading = false
 	a.eng.considerLoaded(now)
 	a.eng.loadBatchLinks(m.links, a.loadBatch)
-	inUse := make(map[persistence.QueuePriority]struct{})
-	var last persistence.QueuePriority
+	inUse := make(map[persistence.PriorityPair]struct{})
+	var last persistence.PriorityPair
+	var lastBindings []protocol.Binding
+	var lastPrio uint16
 	for en := range a.eng.jobs.all() {
 		if en.state == stScheduled {
 			a.stats.Scheduled++
 		} else { // ready, or dispatched since while the rest loaded
 			a.stats.Ready++
 		}
-		if p := (persistence.QueuePriority{Queue: en.queue(), Priority: en.priority()}); p != last || len(inUse) == 0 {
+		prio := en.priority()
+		if p := persistence.QueuePair(en.queue(), prio); p != last || len(inUse) == 0 {
 			inUse[p], last = struct{}{}, p
+		}
+		// jobs bound alike mostly share their list (queued_compact.go)
+		if bs := en.budgets(); len(bs) > 0 && (prio != lastPrio || !sameList(bs, lastBindings)) {
+			for _, b := range bs {
+				inUse[persistence.BudgetPair(b.Key, prio)] = struct{}{}
+			}
+			lastPrio, lastBindings = prio, bs
 		}
 	}
 	a.stats.Retained = len(a.eng.terminal)
@@ -358,4 +372,9 @@ func (a *queueActor) onLoadCommitted(m *loadCommitted) {
 func (a *queueActor) failLoad(err error) {
 	a.log.Error("the stored jobs could not be loaded", "err", err)
 	a.gate.fail(a.stats, err)
+}
+
+// sameList reports whether a and b are the same slice (not merely equal).
+func sameList(a, b []protocol.Binding) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }

@@ -44,10 +44,10 @@ func (e *queueCore) pump(now uint64) {
 		e.pumpWanted = true
 		return
 	}
-	if e.loading && !e.frontier.complete { // nothing is known to come first
-		return
-	}
-	if len(e.order) > 0 && e.ready.len() > 0 {
+	// while loading with nothing known to come first, no job is chosen;
+	// what reservations finished meanwhile still goes out below
+	choose := !e.loading || e.frontier.complete
+	if choose && len(e.order) > 0 && e.ready.len() > 0 {
 		n := len(e.order)
 		start := e.rr % n
 		e.rr++

@@ -28,7 +28,7 @@ func TestLoadFrontierRule(t *testing.T) {
 	}
 	key := func(n int) protocol.IDKey { return keys[n] }
 	at := func(prio uint16, n int) readyItem { return readyItem{key: key(n), priority: prio} }
-	f := newLoadFrontier(map[persistence.QueuePriority]struct{}{{Queue: "q", Priority: 10}: {}, {Queue: "q", Priority: 12}: {}}, true)
+	f := newLoadFrontier(map[persistence.PriorityPair]struct{}{persistence.QueuePair("q", 10): {}, persistence.QueuePair("q", 12): {}, persistence.BudgetPair("q", 3): {}}, true)
 	for _, c := range []struct {
 		name  string
 		queue string
@@ -49,6 +49,19 @@ func TestLoadFrontierRule(t *testing.T) {
 	for n, want := range map[int]bool{1: true, 3: true, 4: false} {
 		if got := f.first("q", at(10, n)); got != want {
 			t.Errorf("at the floor, job %d with the scan through job 3: first = %v, want %v", n, got, want)
+		}
+	}
+	// the budget named q has its own floor, 3, which the queue's does not
+	// touch
+	for _, c := range []struct {
+		key  string
+		it   readyItem
+		want bool
+	}{
+		{"q", at(9, 1), false}, {"q", at(2, 5), true}, {"q", at(3, 3), true}, {"q", at(3, 4), false}, {"other", at(9, 5), true},
+	} {
+		if got := f.firstOfBudget(c.key, c.it); got != c.want {
+			t.Errorf("budget %s, job (%d, %d of the keys): firstOfBudget = %v, want %v", c.key, c.it.priority, slices.Index(keys, c.it.key), got, c.want)
 		}
 	}
 	if !f.loaded(key(2)) || f.first("q", at(9, 5)) {
@@ -179,4 +192,112 @@ func TestDispatchWhileLoading(t *testing.T) {
 	if got[0].ID != ids[total-1] {
 		t.Fatalf("first job after the restart: %s, want the urgent %s", got[0].ID, ids[total-1])
 	}
+}
+
+// TestBoundJobsWhileLoading: while the scan is held after its first chunk,
+// jobs bound to a budget are dispatched through it when they come before
+// every job bound to it not yet loaded (queue d, bound to free), and not
+// when an earlier job bound to the same budget is still unread (queue a,
+// bound to api, whose urgent job in queue c is stored last): that job must
+// find the budget's one slot free once it is loaded, and be the next job
+// delivered.
+func TestBoundJobsWhileLoading(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var dIDs []string
+	var urgent string
+	func() {
+		e, stop := startOnDir(t, dir, 0)
+		defer stop()
+		for key, n := range map[string]uint32{"free": 5000, "api": 1} {
+			if _, _, err := e.CreateBudget(ctx, key, protocol.Definition{Allocation: n, Strategy: protocol.Strategy{Type: protocol.WhileInFlight}}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		enqueue := func(queue, budget string, n int, prio uint16) []string {
+			jobs := make([]*protocol.NewJob, n)
+			for i := range jobs {
+				jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: queue, Priority: prio, Payload: []byte(`{}`),
+					Budgets: []protocol.Binding{{Key: budget, Cost: 1}}}}
+			}
+			views, err := e.Enqueue(ctx, jobs, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := make([]string, len(views))
+			for i, v := range views {
+				ids[i] = v.ID
+			}
+			return ids
+		}
+		dIDs = enqueue("d", "free", 500, protocol.DefaultPriority)
+		enqueue("a", "api", 3000, protocol.DefaultPriority)
+		urgent = enqueue("c", "api", 1, urgentPrio)[0]
+	}()
+
+	inner := quietStore(t, dir)
+	defer inner.Close()
+	store := newPausedScan(inner, 3000)
+	e, err := Start(Config{Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	<-store.paused
+	jobs := make(chan []protocol.Job, 64)
+	sid, err := e.OpenStream(ctx, &OpenStream{Prefetch: 1000, Deliver: func(j []protocol.Job) { jobs <- j }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	next := func() []protocol.Job {
+		select {
+		case b := <-jobs:
+			e.StreamWritten(sid)
+			return b
+		case <-ctx.Done():
+			t.Fatalf("%d jobs delivered, then none", len(got))
+			return nil
+		}
+	}
+	for len(got) < len(dIDs) {
+		got = append(got, idsOf(next())...)
+	}
+	if !slices.Equal(got, dIDs) {
+		t.Fatalf("while loading, %d jobs delivered from %s, want queue d's %d in ID order", len(got), got[0], len(dIDs))
+	}
+	close(store.release)
+	<-e.Loaded()
+	if err := e.LoadErr(); err != nil {
+		t.Fatal(err)
+	}
+	if b := next(); b[0].ID != urgent {
+		t.Fatalf("after the load, %s delivered (queue %s), want the urgent job %s: api's slot was taken while it was unread", b[0].ID, b[0].Queue, urgent)
+	}
+}
+
+// TestReloadAfterAPanic: the queue actor restarted after a panic reloads
+// the jobs from a snapshot after its earlier writes and prunes the stored
+// pairs at the end, as a start does; then it serves every job.
+func TestReloadAfterAPanic(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e, stop := startOnDir(t, dir, 0)
+	<-e.Loaded()
+	jobs := make([]*protocol.NewJob, 10)
+	for i := range jobs {
+		jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q", Priority: protocol.DefaultPriority, Payload: []byte(`{}`)}}
+	}
+	if _, err := e.Enqueue(ctx, jobs, true); err != nil {
+		t.Fatal(err)
+	}
+	e.system.Root.Send(e.queue, &commitDone{then: func(uint64, error) { panic("a panic for the test") }})
+	got := takeAll(t, e, len(jobs))
+	if len(got) != len(jobs) {
+		t.Fatalf("after the restart, %d of %d jobs delivered", len(got), len(jobs))
+	}
+	stop()
+	checkPrioritiesComplete(t, dir)
 }

@@ -88,8 +88,8 @@ const (
 type StartupStats struct {
 	Recovered int // in-flight jobs returned to ready
 	// Ready and Scheduled count the unfinished jobs in memory when the
-	// load ends: those enqueued meanwhile too, and those dispatched
-	// meanwhile as ready, but not those already finished.
+	// load ends: those enqueued meanwhile too; Ready includes those parked,
+	// reserving or dispatched meanwhile, but not those already finished.
 	Ready     int
 	Scheduled int
 	Retained  int // finished jobs kept for retention

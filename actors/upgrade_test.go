@@ -266,8 +266,16 @@ func checkPrioritiesComplete(t *testing.T, dir string) {
 		t.Error("the queue priorities are not complete after a full load")
 	}
 	err := scan.Run(func(j *protocol.Job, _ persistence.Ref) error {
-		if _, ok := pairs[persistence.QueuePriority{Queue: j.Queue, Priority: j.Priority}]; !ok && !j.Status.Terminal() {
+		if j.Status.Terminal() {
+			return nil
+		}
+		if _, ok := pairs[persistence.QueuePair(j.Queue, j.Priority)]; !ok {
 			t.Errorf("job %s (%s, priority %d) has no stored pair", j.ID, j.Queue, j.Priority)
+		}
+		for _, b := range j.Budgets {
+			if _, ok := pairs[persistence.BudgetPair(b.Key, j.Priority)]; !ok {
+				t.Errorf("job %s (priority %d) bound to %s has no stored pair for it", j.ID, j.Priority, b.Key)
+			}
 		}
 		return nil
 	})
