@@ -1,10 +1,11 @@
 // Background load: the server serves while its jobs are read back from the
 // store (SPEC §3.9). A scanner goroutine reads the stored jobs in ID order,
-// from a snapshot taken before the server serves, and hands them to the
-// queue actor in chunks, one at a time; the queue actor adds each chunk
-// between the requests it serves. Meanwhile a queue dispatches the plain
-// jobs known to come before every job not loaded yet (load_frontier.go),
-// cron firings wait, and the facade holds back every request that needs a
+// from a snapshot taken before the queue actor serves anything, and hands
+// them to the queue actor in chunks, one at a time; the queue actor adds
+// each chunk between the requests it serves. Meanwhile a queue dispatches
+// the jobs known to come before every job of their queue and budgets not
+// loaded yet, without a unique key or batch (load_frontier.go), cron
+// firings wait, and the facade holds back every request that needs a
 // complete index (loadGate.wait).
 
 package actors
@@ -311,7 +312,7 @@ func (a *queueActor) onLoadScanned(m *loadScanned, now uint64) {
 	for en := range a.eng.jobs.all() {
 		if en.state == stScheduled {
 			a.stats.Scheduled++
-		} else { // ready, or dispatched since while the rest loaded
+		} else { // ready, or parked, reserving or dispatched since
 			a.stats.Ready++
 		}
 		prio := en.priority()
