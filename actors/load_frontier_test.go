@@ -301,3 +301,26 @@ func TestReloadAfterAPanic(t *testing.T) {
 	stop()
 	checkPrioritiesComplete(t, dir)
 }
+
+// TestReservationEndingWhileLoadingIsDelivered: a bound job's reservation
+// starts while loading, then the frontier stops vouching for anything (a
+// job read out of ID order); the grant that comes back still dispatches
+// the job, and the pump, which may choose nothing now, must still persist
+// and deliver it rather than leave it in the stream's outbox until the end
+// of the load.
+func TestReservationEndingWhileLoadingIsDelivered(t *testing.T) {
+	e, out := keyedEngine()
+	e.enqueue(0, &EnqueueJobs{Jobs: []*protocol.NewJob{newJobOnB()}}, noReply)
+	e.loading = true
+	e.frontier = newLoadFrontier(nil, true) // no stored jobs: every job comes first
+	delivered := openCountingStream(e)
+	asks := out.take()
+	if len(asks) == 0 {
+		t.Fatal("no reservation started while loading")
+	}
+	e.frontier.complete = false
+	answer(e, deliver(newInFlightBudget(e.epoch), asks))
+	if e.inFlightTotal != 1 || *delivered != 1 {
+		t.Fatalf("after the grant: %d in flight, %d delivered; want the job in flight and delivered", e.inFlightTotal, *delivered)
+	}
+}
