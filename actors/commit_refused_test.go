@@ -121,6 +121,37 @@ func TestRefusedEnqueueIsInvisible(t *testing.T) {
 	}
 }
 
+// TestRefusedColdJobsAreForgotten: the plain jobs of an enqueue go cold
+// at its end (coldjobs.go), before the store answers; when it refuses the
+// commit they must still be forgotten, though their entries are gone (the
+// undo finds them by ID).
+func TestRefusedColdJobsAreForgotten(t *testing.T) {
+	// every waiting job compacts, and no payload stays in memory
+	e, store := startFailing(t, EngineConfig{CompactFrom: 1, PayloadCacheBytes: 1})
+	ctx := context.Background()
+	store.FailAll(errNoSpace)
+	_, err := e.Enqueue(ctx, []*protocol.NewJob{refusedJob("q", "")}, false)
+	wantStorageUnavailable(t, "single enqueue", err)
+	bulk := make([]*protocol.NewJob, 6)
+	for i := range bulk {
+		bulk[i] = refusedJob("q", "")
+	}
+	_, err = e.Enqueue(ctx, bulk, true)
+	wantStorageUnavailable(t, "bulk enqueue", err)
+	store.Heal()
+
+	wantStored(t, e)
+	views, err := e.Enqueue(ctx, []*protocol.NewJob{refusedJob("q", "")}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := views[0].ID
+	wantStored(t, e, good)
+	if got := takeAll(t, e, 1); got[0].ID != good {
+		t.Fatalf("delivered %s, want the accepted job %s", got[0].ID, good)
+	}
+}
+
 // TestRefusedEnqueueIsNotDelivered: with a stream waiting, a refused
 // enqueue's job is dispatched at once, before its commit's outcome is known;
 // it must still never reach the worker, whether the dispatch commit is

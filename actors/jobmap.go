@@ -21,6 +21,10 @@ import (
 // 27 bytes per job while jobs are added) and halves once it is an eighth
 // full (at most ~80 bytes per job while they leave).
 //
+// Plain ready jobs that nothing refers to are kept apart as cold records
+// (coldjobs.go): get and at thaw them back into entries, look reads them
+// without, and len and all count them.
+//
 // Keys and IDs correspond one to one (protocol.ParseIDKey accepts only the
 // canonical form), so a lookup by a string that is not an ID finds
 // nothing. Nothing is put or dropped while all() walks the table (a drop
@@ -29,8 +33,9 @@ import (
 type jobMap struct {
 	slots   []*entry // a power of two long, or empty
 	meta    []slotMeta
-	n       int
-	walking int // walks under way (all)
+	n       int       // entries (cold jobs apart)
+	walking int       // walks under way (all)
+	cold    coldTable // the cold jobs (coldjobs.go)
 }
 
 // slotMeta is a used slot's hash tag (high byte) and its distance from
@@ -49,30 +54,87 @@ const jobMapMinSlots = 64
 // the table (at most 3/4 full, probes are a few slots long).
 const jobMapMaxDist = 255
 
-// len is the number of jobs.
-func (m *jobMap) len() int { return m.n }
+// len is the number of jobs, cold ones included.
+func (m *jobMap) len() int { return m.n + m.cold.n }
 
-// get returns the entry of job id, or nil.
+// get returns the entry of job id, or nil; a cold job thaws (coldjobs.go).
 func (m *jobMap) get(id string) *entry {
 	k, ok := protocol.ParseIDKey(id)
-	if !ok || m.n == 0 {
+	if !ok {
 		return nil
 	}
-	if i, found := m.find(k, id); found {
-		return m.slots[i]
+	if m.n > 0 {
+		if i, found := m.find(k, id); found {
+			return m.slots[i]
+		}
+	}
+	return m.thaw(k)
+}
+
+// at returns the entry of the job whose ID's key is k, or nil; a cold job
+// thaws.
+func (m *jobMap) at(k protocol.IDKey) *entry {
+	if m.n > 0 {
+		if i, found := m.find(k, ""); found {
+			return m.slots[i]
+		}
+	}
+	return m.thaw(k)
+}
+
+// look returns the entry of the job whose ID's key is k to read without
+// changing it (nil: none): a cold job stays cold, and its entry is s's,
+// valid until s is used again.
+func (m *jobMap) look(k protocol.IDKey, s *entryScratch) *entry {
+	if m.n > 0 {
+		if i, found := m.find(k, ""); found {
+			return m.slots[i]
+		}
+	}
+	if c := m.cold.lookup(k); c != nil {
+		c.fillEntry(&s.en, &s.q)
+		return &s.en
 	}
 	return nil
 }
 
-// at returns the entry of the job whose ID's key is k, or nil.
-func (m *jobMap) at(k protocol.IDKey) *entry {
-	if m.n == 0 {
+// lookID is look by the job's ID.
+func (m *jobMap) lookID(id string, s *entryScratch) *entry {
+	k, ok := protocol.ParseIDKey(id)
+	if !ok {
 		return nil
 	}
-	if i, found := m.find(k, ""); found {
-		return m.slots[i]
+	return m.look(k, s)
+}
+
+// thaw turns the cold job of key k back into an entry and returns it (nil:
+// no cold job has that key).
+func (m *jobMap) thaw(k protocol.IDKey) *entry {
+	if m.cold.n == 0 {
+		return nil
 	}
-	return nil
+	m.mustNotWalk()
+	c, ok := m.cold.take(k)
+	if !ok {
+		return nil
+	}
+	s := new(entryScratch) // one allocation for the entry and its compact job
+	c.fillEntry(&s.en, &s.q)
+	m.add(k, &s.en)
+	return &s.en
+}
+
+// freeze makes en, the entry of a job in the table, cold if it can be
+// (canFreeze); it reports whether it did. The caller must not use en
+// again.
+func (m *jobMap) freeze(en *entry) bool {
+	if !canFreeze(en) {
+		return false
+	}
+	m.mustNotWalk()
+	m.dropKey(en.q.key, "")
+	m.cold.add(coldOf(en))
+	return true
 }
 
 // put adds en as the entry of job id (an ID the engine stores: idKey),
@@ -86,6 +148,14 @@ func (m *jobMap) put(id string, en *entry) {
 			return
 		}
 	}
+	if m.cold.n > 0 {
+		m.cold.take(k)
+	}
+	m.add(k, en)
+}
+
+// add adds en, of key k, which the table does not hold.
+func (m *jobMap) add(k protocol.IDKey, en *entry) {
 	if (m.n+1)*4 > len(m.slots)*3 {
 		m.resize(max(jobMapMinSlots, 2*len(m.slots)))
 	}
@@ -95,19 +165,29 @@ func (m *jobMap) put(id string, en *entry) {
 	m.n++
 }
 
-// drop removes job id's entry.
+// drop removes job id, an entry or a cold job.
 func (m *jobMap) drop(id string) {
 	m.mustNotWalk()
-	k, ok := protocol.ParseIDKey(id)
-	if !ok || m.n == 0 {
-		return
+	if k, ok := protocol.ParseIDKey(id); ok {
+		m.dropKey(k, id)
 	}
-	i, found := m.find(k, id)
-	if !found {
-		return
+}
+
+// dropKey removes the job of key k (whose ID is id, or "" when the caller
+// has only the key).
+func (m *jobMap) dropKey(k protocol.IDKey, id string) {
+	if m.n > 0 {
+		if i, found := m.find(k, id); found {
+			m.unslot(i)
+			return
+		}
 	}
-	// shift back every entry after the freed slot whose home is not
-	// between the slot and it (cyclically), so that probes still find it
+	m.cold.take(k)
+}
+
+// unslot frees slot i: it shifts back every entry after it whose home is
+// not between the slot and it (cyclically), so that probes still find it.
+func (m *jobMap) unslot(i int) {
 	mask := len(m.slots) - 1
 	for j := (i + 1) & mask; m.slots[j] != nil; j = (j + 1) & mask {
 		home := (j - m.meta[j].dist()) & mask
@@ -130,7 +210,8 @@ func (m *jobMap) clear() {
 	*m = jobMap{}
 }
 
-// all walks the jobs, in no particular order.
+// all walks the jobs, in no particular order. A cold job's entry is a
+// scratch the walk reuses: read it, do not keep or change it.
 func (m *jobMap) all() iter.Seq[*entry] {
 	return func(yield func(*entry) bool) {
 		m.walking++
@@ -140,6 +221,11 @@ func (m *jobMap) all() iter.Seq[*entry] {
 				return
 			}
 		}
+		var s entryScratch
+		m.cold.each(func(c *coldJob) bool {
+			c.fillEntry(&s.en, &s.q)
+			return yield(&s.en)
+		})
 	}
 }
 
@@ -196,11 +282,15 @@ func (m *jobMap) insert(k protocol.IDKey, en *entry) bool {
 // hash is key k's home slot, from the top bits of a mix of both halves
 // (an ID's low half holds its random part, its high half the time and a
 // counter), and its tag, from the bits below them.
-func (m *jobMap) hash(k protocol.IDKey) (home int, tag uint8) {
+func (m *jobMap) hash(k protocol.IDKey) (home int, tag uint8) { return idHash(k, len(m.slots)) }
+
+// idHash is key k's home slot in a table of n slots (a power of two) and
+// its tag (jobMap.hash).
+func idHash(k protocol.IDKey, n int) (home int, tag uint8) {
 	h := (k.Lo ^ bits.RotateLeft64(k.Hi, 29)) * 0x9e3779b97f4a7c15
 	h ^= h >> 32
 	h *= 0xbf58476d1ce4e5b9
-	shift := 64 - bits.TrailingZeros(uint(len(m.slots)))
+	shift := 64 - bits.TrailingZeros(uint(n))
 	return int(h >> shift), uint8(h >> (shift - 8))
 }
 

@@ -371,7 +371,8 @@ func (e *queueCore) metrics(now uint64, m *MetricsRequest) *metricsSnapshot {
 // asked about by that budget actor, which answers the original sender; any
 // other job waits on nothing.
 func (a *queueActor) onJobWaiting(ctx actor.Context, m *JobWaitingRequest) {
-	en := a.eng.jobs.get(m.ID)
+	var cold entryScratch
+	en := a.eng.jobs.lookID(m.ID, &cold)
 	if en == nil || en.state != stParked {
 		ctx.Respond(&JobWaitingResponse{})
 		return

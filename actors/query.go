@@ -309,8 +309,9 @@ func (e *queueCore) deleteJobs(now uint64, m *DeleteJobs, reply func(any)) {
 	u := &undoLog{}
 	n := 0
 	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
+	var cold entryScratch    // what a cold job is read into (coldjobs.go)
 	for _, id := range m.IDs {
-		if en := e.jobs.get(id); en != nil && m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now)) {
+		if en := e.jobs.lookID(id, &cold); en != nil && m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now)) {
 			continue
 		}
 		if e.removeJob(now, id, batch, u) {
@@ -436,10 +437,11 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	res := &SelectResponse{}
 	purged := func(t terminalJob) bool { return t.purgeAt != 0 && t.purgeAt <= now }
 	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
+	var cold entryScratch    // what a cold job is read into (coldjobs.go)
 	// match takes the ID and its key (when the ID is one): the walk of an
 	// index has both, and neither is made twice per job
 	match := func(id string, k protocol.IDKey, isKey bool) bool {
-		if en := e.jobs.at(k); isKey && en != nil {
+		if en := e.jobs.look(k, &cold); isKey && en != nil {
 			return f.MatchMeta(en.peekID(&scratch, id), en.visibleStatus(now))
 		}
 		if t, ok := e.terminal[id]; ok && t.meta != nil && !purged(t) {

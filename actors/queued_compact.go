@@ -31,7 +31,9 @@ import (
 // rebuild them at dispatch would allocate ~300 bytes more per job for
 // little memory saved. A parked job is the common case of a budgeted
 // backlog: it waits, often for long, and its reservation and wake read its
-// ID, queue, priority and bindings only (reservations.go).
+// ID, queue, priority and bindings only (reservations.go). A compact job
+// that is ready, unbound and referred to by nothing goes further: it leaves
+// its entry for a cold record (coldjobs.go).
 
 // queuedJob is what memory keeps of a plain waiting job.
 type queuedJob struct {
@@ -135,6 +137,7 @@ func (e *queueCore) compact(en *entry) {
 	}
 	en.q = compactOf(en.jb, &e.names)
 	en.jb = nil
+	e.jobs.freeze(en) // a plain ready job needs no entry (coldjobs.go)
 }
 
 // full returns en's job, rebuilding it from its compact form first if need

@@ -76,8 +76,11 @@ func (e *queueCore) persistOrUndo(batch *persistence.Batch, reply func(any), res
 // which loading drops when its group was never stored.)
 func (e *queueCore) undoEnqueue(now uint64, stored []*entry, created []string) {
 	var stray *persistence.Batch
-	for _, en := range stored {
-		if e.jobs.get(en.full().ID) != en {
+	for _, old := range stored {
+		// by ID: the job may have gone cold since, and thawed into a new
+		// entry (coldjobs.go)
+		en := e.jobs.get(old.id())
+		if en == nil {
 			continue
 		}
 		if en.state == stInFlight {

@@ -26,6 +26,25 @@ type Ref struct {
 // alone (diagnostics and tests: group bookkeeping must match memory).
 func (r Ref) Group() *Group { return r.g }
 
+// Packed is r as its group and one byte, for a caller that keeps many
+// Refs and cannot spare the padding of the struct; UnpackRef turns them
+// back into the same Ref.
+func (r Ref) Packed() (*Group, uint8) {
+	var bits uint8
+	if r.own {
+		bits |= 1
+	}
+	if r.apart {
+		bits |= 2
+	}
+	return r.g, bits
+}
+
+// UnpackRef is the Ref that Packed made g and bits of.
+func UnpackRef(g *Group, bits uint8) Ref {
+	return Ref{g: g, own: bits&1 != 0, apart: bits&2 != 0}
+}
+
 // DefaultGroupFrom is how many jobs one request must enqueue for the store
 // to keep them together as a group.
 const DefaultGroupFrom = 4

@@ -1,0 +1,169 @@
+package actors
+
+import (
+	"math/rand/v2"
+	"testing"
+	"unique"
+
+	"github.com/tollgate/tollgate/persistence"
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// TestColdJobsAgainstAMap runs random puts, freezes, lookups, thaws and
+// drops on a jobMap against a Go map of what each job is, through a growth
+// to 12,000 jobs (three slab pages and more) and a shrink to a few, so that
+// the slab reuses freed records, packs and lets its pages go. After every
+// step the job is found with the same fields whether it is cold or not; at
+// intervals every job is, look finds a cold job without thawing it, all()
+// walks each job once, and the index stays between an eighth and three
+// quarters full.
+func TestColdJobsAgainstAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	gen := protocol.NewIDGenerator()
+	ids := make([]string, 12_000)
+	for i := range ids {
+		ids[i] = gen.Next(uint64(1_700_000_000_000 + i/5))
+	}
+	kinds := []unique.Handle[jobKind]{
+		unique.Make(jobKind{typ: "mail", queue: "a"}), unique.Make(jobKind{typ: "sms", queue: "b"}),
+	}
+	// what each job is: its compact form (the cold record keeps all of it)
+	type want struct {
+		q   queuedJob
+		ref persistence.Ref
+	}
+	var m jobMap
+	model := make(map[string]want)
+	newEntry := func(id string) (*entry, want) {
+		q := queuedJob{key: idKey(id), kind: kinds[rng.IntN(2)], readyAt: rng.Uint64N(1 << 40),
+			attempts: rng.Uint32N(3), priority: uint16(rng.IntN(5))}
+		if rng.IntN(2) == 0 {
+			q.flags |= queuedInGroup
+		}
+		ref := persistence.UnpackRef(nil, uint8(rng.IntN(4)))
+		qc := q
+		return &entry{q: &qc, ref: ref, state: stReady, flags: entryCounted}, want{q, ref}
+	}
+	same := func(step int, id string, en *entry, w want) {
+		t.Helper()
+		if en == nil || en.jb != nil || *en.q != w.q || en.ref != w.ref || en.state != stReady || en.flags != entryCounted {
+			t.Fatalf("step %d: %s is %+v, want %+v", step, id, en, w)
+		}
+	}
+	var s entryScratch
+	check := func(step int) {
+		t.Helper()
+		if m.len() != len(model) {
+			t.Fatalf("step %d: len %d, want %d", step, m.len(), len(model))
+		}
+		for id, w := range model {
+			cold := m.cold.lookup(idKey(id)) != nil
+			same(step, id, m.look(idKey(id), &s), w)
+			if cold != (m.cold.lookup(idKey(id)) != nil) {
+				t.Fatalf("step %d: look changed whether %s is cold", step, id)
+			}
+		}
+		seen := make(map[string]bool)
+		for en := range m.all() {
+			id := en.id()
+			if seen[id] {
+				t.Fatalf("step %d: all() gave %s twice", step, id)
+			}
+			seen[id] = true
+			same(step, id, en, model[id])
+		}
+		if len(seen) != len(model) {
+			t.Fatalf("step %d: all() walked %d jobs, want %d", step, len(seen), len(model))
+		}
+		c := &m.cold
+		if len(c.index) > jobMapMinSlots && (c.n*8 < len(c.index) || c.n*4 > len(c.index)*3) {
+			t.Fatalf("step %d: %d cold jobs in %d index slots", step, c.n, len(c.index))
+		}
+		if c.used > 4*coldPage && c.n*4 < c.used {
+			t.Fatalf("step %d: %d cold jobs in a slab of %d records", step, c.n, c.used)
+		}
+	}
+	packed := false
+	drop := func(id string) {
+		used := m.cold.used
+		m.drop(id)
+		delete(model, id)
+		packed = packed || m.cold.used < used-1
+	}
+	for step := range 60_000 {
+		id := ids[rng.IntN(len(ids))]
+		_, had := model[id]
+		r := rng.IntN(10)
+		if step%30_000 >= 20_000 { // shrink: mostly drops
+			r = (r + 6) % 10
+		}
+		switch {
+		case r < 6 && !had:
+			en, w := newEntry(id)
+			m.put(id, en)
+			model[id] = w
+			if rng.IntN(4) > 0 && !m.freeze(en) {
+				t.Fatalf("step %d: a plain ready job did not freeze", step)
+			}
+		case r < 6:
+			// freeze the job again if it is an entry now
+			if en := m.look(idKey(id), &s); en != &s.en {
+				m.freeze(en)
+			}
+		case r < 8:
+			drop(id)
+		default:
+			en := m.get(id) // thaws
+			if w, ok := model[id]; ok {
+				same(step, id, en, w)
+				if m.cold.lookup(idKey(id)) != nil || m.get(id) != en {
+					t.Fatalf("step %d: %s did not thaw into one entry", step, id)
+				}
+			} else if en != nil {
+				t.Fatalf("step %d: %s found after its drop", step, id)
+			}
+		}
+		if step%1009 == 0 {
+			check(step)
+		}
+	}
+	check(-1)
+	for _, id := range ids {
+		drop(id)
+	}
+	check(-2)
+	if !packed || m.cold.pages != nil || m.cold.index != nil {
+		t.Fatalf("the slab never packed (%v) or kept pages (%d) or an index (%d) with no cold job",
+			packed, len(m.cold.pages), len(m.cold.index))
+	}
+}
+
+// TestOnlyPlainReadyJobsFreeze checks canFreeze: a job becomes cold only
+// when it is compact, ready, unbound, counted and referred to by nothing.
+func TestOnlyPlainReadyJobsFreeze(t *testing.T) {
+	plain := func() *entry {
+		return &entry{q: &queuedJob{key: idKey(protocol.NewIDGenerator().Next(1_700_000_000_000))},
+			state: stReady, flags: entryCounted}
+	}
+	if !canFreeze(plain()) {
+		t.Fatal("a plain ready job cannot freeze")
+	}
+	for name, change := range map[string]func(*entry){
+		"whole":       func(en *entry) { en.jb = &protocol.Job{}; en.q = nil },
+		"bound":       func(en *entry) { en.q.budgets, en.q.nBudgets = &protocol.Binding{Key: "k", Cost: 1}, 1 },
+		"scheduled":   func(en *entry) { en.q.flags |= queuedScheduled; en.state = stScheduled },
+		"in flight":   func(en *entry) { en.state = stInFlight },
+		"uncounted":   func(en *entry) { en.flags = 0 },
+		"in sched":    func(en *entry) { en.flags |= entryInSched },
+		"on a stream": func(en *entry) { en.stream = &stream{} },
+		"reserving":   func(en *entry) { en.resv = &reservation{} },
+		"parked":      func(en *entry) { en.parkedOn = unique.Make("k") },
+		"slotted":     func(en *entry) { en.slot = 1 },
+	} {
+		en := plain()
+		change(en)
+		if canFreeze(en) {
+			t.Errorf("a job %s can freeze", name)
+		}
+	}
+}
