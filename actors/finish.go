@@ -257,7 +257,6 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	e.queueCounts = make(map[string]int)
 	e.queueStates = make(map[string]*queueStates)
 	e.lastStates = lastQueueStates{}
-	e.byID.Clear()
 	e.byQueue = make(map[string]*orderedSet[protocol.IDKey])
 	e.byType = make(map[string]*orderedSet[protocol.IDKey])
 	e.byKey = make(map[string]*orderedSet[protocol.IDKey])

@@ -28,7 +28,6 @@ func idKey(id string) protocol.IDKey {
 func (e *queueCore) addStored(j *protocol.Job) {
 	k := idKey(j.ID)
 	e.queueCounts[j.Queue]++
-	e.byID.ReplaceOrInsert(k)
 	addToIndex(e.byQueue, j.Queue, k)
 	addToIndex(e.byType, j.Type, k)
 	e.indexKeys(j, k, true)
@@ -73,7 +72,6 @@ func (e *queueCore) decStored(j *protocol.Job) {
 	if e.queueCounts[j.Queue]--; e.queueCounts[j.Queue] <= 0 {
 		delete(e.queueCounts, j.Queue)
 	}
-	e.byID.Delete(k)
 	dropFromIndex(e.byQueue, j.Queue, k)
 }
 

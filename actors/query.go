@@ -484,7 +484,9 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		// Counters: stored jobs per queue, less retained finished jobs
 		// already past purge_at (the reaper has not run yet).
 		if len(f.Queues) == 0 {
-			res.N = uint64(e.byID.Len())
+			for _, n := range e.queueCounts {
+				res.N += uint64(n)
+			}
 		}
 		for _, q := range f.Queues {
 			res.N += uint64(e.queueCounts[q])
@@ -534,24 +536,27 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		res.Done = true
 		return res
 	}
-	tree := e.byID
-	if len(f.Queues) == 1 {
-		tree = e.byQueue[f.Queues[0]]
-		if tree == nil {
-			res.Done = true
-			return res
+	// the indexes holding the candidates: a job is in one queue's and one
+	// type's, so those of several queues or types merge without a job
+	// twice (idwalk.go); not so the budget keys'
+	var sets []*orderedSet[protocol.IDKey]
+	from := func(m map[string]*orderedSet[protocol.IDKey], names []string) {
+		for _, name := range names {
+			if s := m[name]; s != nil {
+				sets = append(sets, s)
+			}
 		}
-	} else if len(f.Types) == 1 {
-		tree = e.byType[f.Types[0]]
-		if tree == nil {
-			res.Done = true
-			return res
-		}
-	} else if len(f.BudgetKeys) == 1 {
-		tree = e.byKey[f.BudgetKeys[0]]
-		if tree == nil {
-			res.Done = true
-			return res
+	}
+	switch {
+	case len(f.Queues) > 0:
+		from(e.byQueue, f.Queues)
+	case len(f.Types) > 0:
+		from(e.byType, f.Types)
+	case len(f.BudgetKeys) == 1:
+		from(e.byKey, f.BudgetKeys)
+	default:
+		for _, s := range e.byQueue {
+			sets = append(sets, s)
 		}
 	}
 	stopped := false
@@ -564,17 +569,15 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	}
 	// The cursor is of an ID's form (the HTTP layer checks); one above
 	// every ID's value (no job has it) sorts after them all.
-	from, fromOK := protocol.ParseIDKey(m.From)
+	pivot, pivotOK := protocol.ParseIDKey(m.From)
 	switch {
-	case m.Desc && m.From != "" && !fromOK:
-		tree.Descend(it)
-	case m.Desc && m.From != "":
-		tree.DescendLessOrEqual(from, it)
+	case m.Desc && (m.From == "" || !pivotOK):
+		walkIDs(sets, protocol.MaxIDKey, true, it)
 	case m.Desc:
-		tree.Descend(it)
-	case m.From != "" && !fromOK:
+		walkIDs(sets, pivot, true, it)
+	case m.From != "" && !pivotOK:
 	default:
-		tree.AscendGreaterOrEqual(from, it)
+		walkIDs(sets, pivot, false, it)
 	}
 	res.Done = !stopped
 	return res

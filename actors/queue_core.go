@@ -220,10 +220,10 @@ type queueCore struct {
 	// (queue_states.go).
 	queueStates map[string]*queueStates
 	lastStates  lastQueueStates
-	// byID and byQueue are every stored job's ID (unfinished and retained
-	// finished), in ID order, overall and per queue: the indexes of the
-	// query endpoints (query.go).
-	byID    *orderedSet[protocol.IDKey]
+	// byQueue is every stored job's ID (unfinished and retained finished)
+	// per queue, in ID order: with byType and byKey, the indexes of the
+	// query endpoints (query.go; all jobs in ID order are a merge of the
+	// queues', idwalk.go).
 	byQueue map[string]*orderedSet[protocol.IDKey]
 	byType  map[string]*orderedSet[protocol.IDKey] // the same per type
 	byKey   map[string]*orderedSet[protocol.IDKey] // the same per bound budget key
@@ -325,7 +325,6 @@ func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *cons
 		sched:       newSchedSet(),
 		queueCounts: make(map[string]int),
 		queueStates: make(map[string]*queueStates),
-		byID:        newOrderedSet(keyLess),
 		byQueue:     make(map[string]*orderedSet[protocol.IDKey]),
 		byType:      make(map[string]*orderedSet[protocol.IDKey]),
 		byKey:       make(map[string]*orderedSet[protocol.IDKey]),

@@ -1,0 +1,77 @@
+package actors
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// TestWalkIDsMergesInOrder checks walkIDs against a sorted slice of the
+// union: sets of a few to thousands of keys (several chunks, some left
+// part-full by deletes), every direction, pivots on, between, before and
+// after the keys, and a stop part-way.
+func TestWalkIDsMergesInOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := range 200 {
+		nsets := 1 + rng.IntN(5)
+		sets := make([]*orderedSet[protocol.IDKey], nsets)
+		for i := range sets {
+			sets[i] = newOrderedSet(keyLess)
+		}
+		var all []protocol.IDKey
+		n := rng.IntN(3000)
+		for range n {
+			k := protocol.IDKey{Hi: rng.Uint64N(1000), Lo: rng.Uint64N(4)}
+			if slices.Contains(all, k) {
+				continue
+			}
+			all = append(all, k)
+			sets[rng.IntN(nsets)].ReplaceOrInsert(k)
+		}
+		for _, k := range all[:len(all)/3] { // thin some chunks
+			for _, s := range sets {
+				s.Delete(k)
+			}
+		}
+		all = all[len(all)/3:]
+		slices.SortFunc(all, func(a, b protocol.IDKey) int {
+			if a.Less(b) {
+				return -1
+			}
+			return 1
+		})
+		pivots := []protocol.IDKey{{}, protocol.MaxIDKey, {Hi: rng.Uint64N(1000), Lo: rng.Uint64N(5)}}
+		if len(all) > 0 {
+			pivots = append(pivots, all[rng.IntN(len(all))])
+		}
+		for _, pivot := range pivots {
+			for _, desc := range []bool{false, true} {
+				var want []protocol.IDKey
+				for _, k := range all {
+					if !desc && !k.Less(pivot) || desc && !pivot.Less(k) {
+						want = append(want, k)
+					}
+				}
+				if desc {
+					slices.Reverse(want)
+				}
+				stop := len(want) + 1
+				if rng.IntN(2) == 0 && len(want) > 0 {
+					stop = rng.IntN(len(want)) + 1
+				}
+				var got []protocol.IDKey
+				walkIDs(sets, pivot, desc, func(k protocol.IDKey) bool {
+					got = append(got, k)
+					return len(got) < stop
+				})
+				want = want[:min(stop, len(want))]
+				if !slices.Equal(got, want) {
+					t.Fatalf("round %d, %d sets, pivot %v, desc %v: got %d keys, want %d (%v... vs %v...)",
+						round, nsets, pivot, desc, len(got), len(want), got[:min(3, len(got))], want[:min(3, len(want))])
+				}
+			}
+		}
+	}
+}
