@@ -346,6 +346,10 @@ func (a *queueActor) onLoadScanned(m *loadScanned, now uint64) {
 		a.eng.onCronDue(now, slots)
 	}
 	a.eng.pump(now)
+	// what the load decoded and let go (records, the scan's buffers) is
+	// garbage now, as much as the headroom the GC allows: return it, so
+	// that a backlog's resident set is what memory keeps of its jobs
+	a.releaseMemory(false)
 }
 
 // onLoadCommitted opens the gate after the final commit, or fails the load
