@@ -257,8 +257,7 @@ func (e *queueCore) reset(now uint64, reply func(any)) {
 	e.queueCounts = make(map[string]int)
 	e.queueStates = make(map[string]*queueStates)
 	e.lastStates = lastQueueStates{}
-	e.byQueue = make(map[string]*orderedSet[protocol.IDKey])
-	e.byType = make(map[string]*orderedSet[protocol.IDKey])
+	e.byQueue = make(map[string]map[string]*orderedSet[protocol.IDKey])
 	e.byKey = make(map[string]*orderedSet[protocol.IDKey])
 	e.budgets = make(map[string]*budgetEntry)
 	e.unique = make(map[string]string)

@@ -28,9 +28,60 @@ func idKey(id string) protocol.IDKey {
 func (e *queueCore) addStored(j *protocol.Job) {
 	k := idKey(j.ID)
 	e.queueCounts[j.Queue]++
-	addToIndex(e.byQueue, j.Queue, k)
-	addToIndex(e.byType, j.Type, k)
+	e.addToKind(j.Queue, j.Type, k)
 	e.indexKeys(j, k, true)
+}
+
+// addToKind adds key k to the index of its queue and type.
+func (e *queueCore) addToKind(queue, typ string, k protocol.IDKey) {
+	types := e.byQueue[queue]
+	if types == nil {
+		types = make(map[string]*orderedSet[protocol.IDKey])
+		e.byQueue[queue] = types
+	}
+	addToIndex(types, typ, k)
+}
+
+// dropFromKind drops key k from the index of its queue and type.
+func (e *queueCore) dropFromKind(queue, typ string, k protocol.IDKey) {
+	if types := e.byQueue[queue]; types != nil {
+		dropFromIndex(types, typ, k)
+		if len(types) == 0 {
+			delete(e.byQueue, queue)
+		}
+	}
+}
+
+// kindSets are the ID indexes of the jobs of the given queues (nil: every
+// queue) and types (nil: every type): disjoint, a job being of one queue
+// and one type, so that walkIDs merges them (idwalk.go).
+func (e *queueCore) kindSets(queues, types []string) []*orderedSet[protocol.IDKey] {
+	var sets []*orderedSet[protocol.IDKey]
+	ofQueue := func(byType map[string]*orderedSet[protocol.IDKey]) {
+		if types == nil {
+			for _, s := range byType {
+				sets = append(sets, s)
+			}
+			return
+		}
+		for _, typ := range types {
+			if s := byType[typ]; s != nil {
+				sets = append(sets, s)
+			}
+		}
+	}
+	if queues == nil {
+		for _, byType := range e.byQueue {
+			ofQueue(byType)
+		}
+		return sets
+	}
+	for _, q := range queues {
+		if byType := e.byQueue[q]; byType != nil {
+			ofQueue(byType)
+		}
+	}
+	return sets
 }
 
 // indexKeys adds j (whose ID's key is k) to, or drops it from, the indexes
@@ -67,24 +118,23 @@ func dropFromIndex(m map[string]*orderedSet[protocol.IDKey], name string, k prot
 // indexes.
 func (e *queueCore) decStored(j *protocol.Job) {
 	k := idKey(j.ID)
-	dropFromIndex(e.byType, j.Type, k)
 	e.indexKeys(j, k, false)
 	if e.queueCounts[j.Queue]--; e.queueCounts[j.Queue] <= 0 {
 		delete(e.queueCounts, j.Queue)
 	}
-	dropFromIndex(e.byQueue, j.Queue, k)
+	e.dropFromKind(j.Queue, j.Type, k)
 }
 
-// moveQueue moves a stored job's ID from one queue's index and count to
-// another's.
-func (e *queueCore) moveQueue(id, from, to string) {
+// moveQueue moves a stored job's ID (of type typ) from one queue's index
+// and count to another's.
+func (e *queueCore) moveQueue(id, typ, from, to string) {
 	k := idKey(id)
 	if e.queueCounts[from]--; e.queueCounts[from] <= 0 {
 		delete(e.queueCounts, from)
 	}
-	dropFromIndex(e.byQueue, from, k)
+	e.dropFromKind(from, typ, k)
 	e.queueCounts[to]++
-	addToIndex(e.byQueue, to, k)
+	e.addToKind(to, typ, k)
 }
 
 func (e *queueCore) listQueues() []string {

@@ -2661,26 +2661,45 @@ func (s *sim) storeViolation() string {
 // e.jobs and e.terminal; it returns "" when they agree.
 func indexViolation(e *queueCore) string {
 	want := make(map[string]int)
+	kinds := make(map[jobKind]int)
+	indexed := func(queue, typ, id string) bool {
+		s := e.byQueue[queue][typ]
+		return s != nil && s.Has(idKey(id))
+	}
 	for en := range e.jobs.all() {
-		id := en.id()
-		want[en.look().Queue]++
-		if t := e.byQueue[en.look().Queue]; t == nil || !t.Has(idKey(id)) {
-			return fmt.Sprintf("job %s (queue %s) missing from the indexes", id, en.look().Queue)
+		id, j := en.id(), en.look()
+		want[j.Queue]++
+		kinds[jobKind{j.Type, j.Queue}]++
+		if !indexed(j.Queue, j.Type, id) {
+			return fmt.Sprintf("job %s (queue %s, type %s) missing from the indexes", id, j.Queue, j.Type)
 		}
 	}
 	for id, t := range e.terminal {
 		want[t.queue]++
-		if q := e.byQueue[t.queue]; q == nil || !q.Has(idKey(id)) || t.meta == nil {
+		if t.meta == nil || !indexed(t.queue, t.meta.Type, id) {
 			return fmt.Sprintf("finished job %s (queue %s) missing from the indexes", id, t.queue)
 		}
+		kinds[jobKind{t.meta.Type, t.queue}]++
 	}
 	if len(want) != len(e.byQueue) || len(want) != len(e.queueCounts) {
 		return fmt.Sprintf("queues: %d expected, %d indexed, %d counted", len(want), len(e.byQueue), len(e.queueCounts))
 	}
 	for q, n := range want {
-		if e.byQueue[q].Len() != n || e.queueCounts[q] != n {
-			return fmt.Sprintf("queue %s: %d jobs, %d indexed, %d counted", q, n, e.byQueue[q].Len(), e.queueCounts[q])
+		if e.queueCounts[q] != n {
+			return fmt.Sprintf("queue %s: %d jobs, %d counted", q, n, e.queueCounts[q])
 		}
+	}
+	sets := 0
+	for q, byType := range e.byQueue {
+		for typ, s := range byType {
+			sets++
+			if n := kinds[jobKind{typ, q}]; s.Len() != n {
+				return fmt.Sprintf("queue %s, type %s: %d jobs, %d indexed", q, typ, n, s.Len())
+			}
+		}
+	}
+	if sets != len(kinds) {
+		return fmt.Sprintf("%d (queue, type) indexes for %d pairs", sets, len(kinds))
 	}
 	return ""
 }

@@ -382,7 +382,7 @@ func (e *queueCore) patchEntry(now uint64, en *entry, p *protocol.JobPatch) {
 	e.countEntry(en, -1)
 	defer e.countEntry(en, 1)
 	if p.Queue.Present && !p.Queue.Null && p.Queue.Value != j.Queue {
-		e.moveQueue(j.ID, j.Queue, p.Queue.Value)
+		e.moveQueue(j.ID, j.Type, j.Queue, p.Queue.Value)
 	}
 	switch en.state {
 	case stReady, stParked:
@@ -456,10 +456,8 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	if m.Count && m.From == "" && onlyTypes {
 		// Stored jobs per type, less retained finished jobs already past
 		// purge_at (the reaper has not run yet).
-		for _, typ := range f.Types {
-			if t := e.byType[typ]; t != nil {
-				res.N += uint64(t.Len())
-			}
+		for _, s := range e.kindSets(nil, f.Types) {
+			res.N += uint64(s.Len())
 		}
 		e.purgeOrder.Ascend(func(t terminalJob) bool {
 			if t.purgeAt > now {
@@ -536,28 +534,16 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		res.Done = true
 		return res
 	}
-	// the indexes holding the candidates: a job is in one queue's and one
-	// type's, so those of several queues or types merge without a job
-	// twice (idwalk.go); not so the budget keys'
+	// the indexes holding the candidates: a job is in the index of its
+	// queue and type only, so those of several merge without a job twice
+	// (idwalk.go); not so the budget keys'
 	var sets []*orderedSet[protocol.IDKey]
-	from := func(m map[string]*orderedSet[protocol.IDKey], names []string) {
-		for _, name := range names {
-			if s := m[name]; s != nil {
-				sets = append(sets, s)
-			}
-		}
-	}
-	switch {
-	case len(f.Queues) > 0:
-		from(e.byQueue, f.Queues)
-	case len(f.Types) > 0:
-		from(e.byType, f.Types)
-	case len(f.BudgetKeys) == 1:
-		from(e.byKey, f.BudgetKeys)
-	default:
-		for _, s := range e.byQueue {
+	if len(f.Queues) == 0 && len(f.Types) == 0 && len(f.BudgetKeys) == 1 {
+		if s := e.byKey[f.BudgetKeys[0]]; s != nil {
 			sets = append(sets, s)
 		}
+	} else {
+		sets = e.kindSets(nilIfEmpty(f.Queues), nilIfEmpty(f.Types))
 	}
 	stopped := false
 	it := func(k protocol.IDKey) bool {
@@ -581,6 +567,14 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	}
 	res.Done = !stopped
 	return res
+}
+
+// nilIfEmpty is list, or nil when it is empty (kindSets: every one).
+func nilIfEmpty(list []string) []string {
+	if len(list) == 0 {
+		return nil
+	}
+	return list
 }
 
 func inSortedList(list []string, s string) bool {

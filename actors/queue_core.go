@@ -221,11 +221,10 @@ type queueCore struct {
 	queueStates map[string]*queueStates
 	lastStates  lastQueueStates
 	// byQueue is every stored job's ID (unfinished and retained finished)
-	// per queue, in ID order: with byType and byKey, the indexes of the
-	// query endpoints (query.go; all jobs in ID order are a merge of the
-	// queues', idwalk.go).
-	byQueue map[string]*orderedSet[protocol.IDKey]
-	byType  map[string]*orderedSet[protocol.IDKey] // the same per type
+	// per queue and type, in ID order: with byKey, the indexes of the
+	// query endpoints (query.go; the jobs of a queue, of a type or all of
+	// them in ID order are a merge of these, idwalk.go and kindSets).
+	byQueue map[string]map[string]*orderedSet[protocol.IDKey]
 	byKey   map[string]*orderedSet[protocol.IDKey] // the same per bound budget key
 
 	streams        map[uint64]*stream
@@ -325,8 +324,7 @@ func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *cons
 		sched:       newSchedSet(),
 		queueCounts: make(map[string]int),
 		queueStates: make(map[string]*queueStates),
-		byQueue:     make(map[string]*orderedSet[protocol.IDKey]),
-		byType:      make(map[string]*orderedSet[protocol.IDKey]),
+		byQueue:     make(map[string]map[string]*orderedSet[protocol.IDKey]),
 		byKey:       make(map[string]*orderedSet[protocol.IDKey]),
 		streams:     make(map[uint64]*stream),
 		consumed:    consumed,

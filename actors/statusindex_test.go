@@ -23,12 +23,18 @@ func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) 
 	for _, tj := range e.terminal {
 		byType[tj.meta.Type]++
 	}
-	if len(byType) != len(e.byType) {
-		t.Fatalf("%s: %d types indexed, %d stored", step, len(e.byType), len(byType))
+	indexed := map[string]int{}
+	for _, types := range e.byQueue {
+		for typ, s := range types {
+			indexed[typ] += s.Len()
+		}
+	}
+	if len(byType) != len(indexed) {
+		t.Fatalf("%s: %d types indexed, %d stored", step, len(indexed), len(byType))
 	}
 	for typ, n := range byType {
-		if tr := e.byType[typ]; tr == nil || tr.Len() != n {
-			t.Fatalf("%s: type %q index does not hold its %d jobs", step, typ, n)
+		if indexed[typ] != n {
+			t.Fatalf("%s: type %q indexes hold %d jobs, want %d", step, typ, indexed[typ], n)
 		}
 	}
 	byKey := map[string]int{}
