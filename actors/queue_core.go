@@ -38,7 +38,7 @@ type EngineConfig struct {
 	Random func() float64
 	// PayloadCacheBytes bounds the memory that keeping payloads of
 	// unfinished jobs costs (default 16 MiB): each kept payload counts its
-	// bytes and the ~200 bytes its job then costs more (cachedJobBytes).
+	// bytes and the ~280 bytes its job then costs more (cachedJobBytes).
 	// A job enqueued while there is room keeps its payload in memory until
 	// it finishes; beyond it, only the store has it, read when the job is
 	// written to its stream (Engine.LoadPayloads). Negative: none is kept.

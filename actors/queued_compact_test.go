@@ -189,6 +189,9 @@ func TestEntrySizes(t *testing.T) {
 	if n := unsafe.Sizeof(queuedJob{}); n > 48 {
 		t.Errorf("queuedJob is %d bytes, want at most 48", n)
 	}
+	if n := unsafe.Sizeof(coldJob{}); n > 48 {
+		t.Errorf("coldJob is %d bytes, want at most 48", n)
+	}
 }
 
 // TestPayloadCacheCountsTheWholeJob enqueues 100 jobs with 1-byte payloads

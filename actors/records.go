@@ -46,9 +46,9 @@ func (e *queueCore) keepPayload(p []byte) bool {
 }
 
 // cachedJobBytes is what a job costs more in memory while it keeps its
-// payload: it stays whole (a protocol.Job and its ID string) where it
-// would otherwise be compact (queued_compact.go).
-const cachedJobBytes = int(unsafe.Sizeof(protocol.Job{})) + idStringBytes - int(unsafe.Sizeof(queuedJob{}))
+// payload: it stays whole (its entry, a protocol.Job and its ID string)
+// where it would otherwise wait as a cold record (coldjobs.go).
+const cachedJobBytes = int(unsafe.Sizeof(entry{})+unsafe.Sizeof(protocol.Job{})) + idStringBytes - int(unsafe.Sizeof(coldJob{}))
 
 // idStringBytes is the allocation of an ID string (25 bytes: a 32-byte
 // class).
