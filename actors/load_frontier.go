@@ -124,7 +124,8 @@ func (e *queueCore) servableWhileLoading(it readyItem, queue string) bool {
 	if !e.frontier.first(queue, it) {
 		return false
 	}
-	en := e.jobs.at(it.key)
+	var cold entryScratch // read without thawing (coldjobs.go)
+	en := e.jobs.look(it.key, &cold)
 	for _, b := range en.budgets() {
 		if !e.frontier.firstOfBudget(b.Key, it) {
 			return false
