@@ -348,8 +348,11 @@ func (a *queueActor) onLoadScanned(m *loadScanned, now uint64) {
 	a.eng.pump(now)
 	// what the load decoded and let go (records, the scan's buffers) is
 	// garbage now, as much as the headroom the GC allows: return it, so
-	// that a backlog's resident set is what memory keeps of its jobs
-	a.releaseMemory(false)
+	// that a backlog's resident set is what memory keeps of its jobs (a
+	// full collection: not worth it for a short queue)
+	if a.eng.jobs.len()+len(a.eng.terminal) >= a.eng.cfg.CompactFrom {
+		a.releaseMemory(false)
+	}
 }
 
 // onLoadCommitted opens the gate after the final commit, or fails the load

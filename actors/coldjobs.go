@@ -115,10 +115,12 @@ func (t *coldTable) add(c coldJob) {
 		t.resize(max(jobMapMinSlots, 2*len(t.index)))
 	}
 	pos := t.alloc()
-	*t.rec(pos) = c
+	// the record is written once indexed: a resize on the way indexes the
+	// records in use, and this one must not be twice
 	for !t.insert(c.key, pos) {
 		t.resize(2 * len(t.index))
 	}
+	*t.rec(pos) = c
 	t.n++
 }
 

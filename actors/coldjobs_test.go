@@ -167,3 +167,66 @@ func TestOnlyPlainReadyJobsFreeze(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckingAJobDoesNotThawIt: a patch or rebinding that passes a cold job
+// over (its filter does not match, or there is nothing to change) reads it
+// without thawing it, so it stays cold; one that changes it thaws it.
+func TestCheckingAJobDoesNotThawIt(t *testing.T) {
+	e, _ := testEngine(EngineConfig{CompactFrom: 1, PayloadCacheBytes: -1})
+	jobs := make([]*protocol.NewJob, 100)
+	for i := range jobs {
+		jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q", Payload: []byte(`{}`)}}
+	}
+	var ids []string
+	e.enqueue(1000, &EnqueueJobs{Jobs: jobs, Bulk: true}, func(r any) {
+		for _, v := range r.(*EnqueueJobsResponse).Jobs {
+			ids = append(ids, v.ID)
+		}
+	})
+	wantCold := func(step string, n int) {
+		t.Helper()
+		if e.jobs.cold.n != n {
+			t.Fatalf("%s: %d of 100 jobs cold, want %d", step, e.jobs.cold.n, n)
+		}
+	}
+	wantCold("enqueued", 100)
+	patch, err := protocol.DecodeJobPatch(protocol.JSON, []byte(`{"queue":"other"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.patchJobs(1001, &PatchJobs{IDs: ids, Filter: &protocol.JobFilter{Queues: []string{"other"}}, Patch: patch}, noReply)
+	wantCold("a patch whose filter matches none", 100)
+	e.rebindJobs(1002, &RebindJobs{IDs: ids, Op: RebindClear}, noReply)
+	wantCold("unbinding unbound jobs", 100)
+	e.rebindJob(1003, &RebindJob{ID: ids[0], Op: RebindRemove, Binding: protocol.NewBinding{Key: "k"}}, noReply)
+	wantCold("removing a binding a job does not have", 100)
+	e.patchJobs(1004, &PatchJobs{IDs: ids[:10], Patch: patch}, noReply)
+	wantCold("a patch of 10", 90)
+}
+
+// TestColdIndexesARecordOnce: a record added when the index must grow
+// because a probe is too long is indexed once, not once by the growth and
+// again after it.
+func TestColdIndexesARecordOnce(t *testing.T) {
+	var c coldTable
+	c.resize(512)
+	gen := protocol.NewIDGenerator()
+	kind := unique.Make(jobKind{typ: "t", queue: "q"})
+	for added := 0; added < 300; {
+		k := idKey(gen.Next(1_700_000_000_000))
+		if home, _ := idHash(k, 512); home != 0 {
+			continue
+		}
+		c.add(coldJob{key: k, kind: kind})
+		added++
+		used := 0
+		for _, p := range c.index {
+			if p != 0 {
+				used++
+			}
+		}
+		if used != c.n {
+			t.Fatalf("after %d adds: %d index slots in use for %d records", added, used, c.n)
+		}
+	}
+}

@@ -329,8 +329,9 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 	n := 0
 	var view *protocol.JobView
 	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
+	var cold entryScratch    // a cold job thaws only if it changes (coldjobs.go)
 	for _, id := range m.IDs {
-		en := e.jobs.get(id)
+		en := e.jobs.lookID(id, &cold)
 		if en == nil {
 			if !m.Single {
 				continue
@@ -349,6 +350,7 @@ func (e *queueCore) patchJobs(now uint64, m *PatchJobs, reply func(any)) {
 		if m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now)) {
 			continue
 		}
+		en = e.jobs.get(id)
 		u.noteJob(en)
 		e.patchEntry(now, en, m.Patch)
 		if en.state == stScheduled {

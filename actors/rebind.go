@@ -139,7 +139,8 @@ func rebindList(id string, old []protocol.Binding, m *RebindJob) (out []protocol
 }
 
 func (e *queueCore) rebindJob(now uint64, m *RebindJob, reply func(any)) {
-	en := e.jobs.get(m.ID)
+	var cold entryScratch // a cold job thaws only if it changes (coldjobs.go)
+	en := e.jobs.lookID(m.ID, &cold)
 	if en == nil {
 		if t, ok := e.terminal[m.ID]; ok && (t.purgeAt == 0 || t.purgeAt > now) {
 			st := protocol.StatusCompleted
@@ -161,14 +162,14 @@ func (e *queueCore) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 		e.afterReservation(m.ID, func(now uint64) { e.rebindJob(now, m, reply) })
 		return
 	}
-	j := en.full()
-	list, changed, set, err := rebindList(m.ID, j.Budgets, m)
+	list, changed, set, err := rebindList(m.ID, en.budgets(), m)
 	if err != nil {
 		reply(err)
 		return
 	}
 	if !changed {
-		reply(&JobResponse{Job: j.View(now, false)})
+		var scratch protocol.Job // what a compact job is read into (queued_compact.go)
+		reply(&JobResponse{Job: en.peek(&scratch).View(now, false)})
 		return
 	}
 	if len(list) > protocol.MaxBindings {
@@ -181,6 +182,8 @@ func (e *queueCore) rebindJob(now uint64, m *RebindJob, reply func(any)) {
 		reply(err)
 		return
 	}
+	en = e.jobs.get(m.ID) // it changes: a cold job thaws
+	j := en.full()
 	batch := persistence.NewBatch(e.cfg.DefaultSync)
 	e.createBudgets(created, createdOrder, batch)
 	u := &undoLog{}

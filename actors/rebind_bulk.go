@@ -76,8 +76,9 @@ func (e *queueCore) rebindJobs(now uint64, m *RebindJobs, reply func(any)) {
 	u := &undoLog{}
 	single := &RebindJob{Op: m.Op, Binding: m.Binding}
 	var scratch protocol.Job // what a compact job is read into (queued_compact.go)
+	var cold entryScratch    // a cold job thaws only if it changes (coldjobs.go)
 	for _, id := range ids {
-		en := e.jobs.get(id)
+		en := e.jobs.lookID(id, &cold)
 		if en == nil || (m.Filter != nil && !m.Filter.MatchMeta(en.peek(&scratch), en.visibleStatus(now))) {
 			continue
 		}
@@ -89,6 +90,7 @@ func (e *queueCore) rebindJobs(now uint64, m *RebindJobs, reply func(any)) {
 			resp.Blocked = append(resp.Blocked, id)
 			continue
 		}
+		en = e.jobs.get(id)
 		u.noteJob(en)
 		e.applyBindings(en, list)
 		e.putRecord(en, batch)
