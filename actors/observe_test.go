@@ -483,8 +483,13 @@ func TestObserveTimeBasedDispatch(t *testing.T) {
 	// dispatches; the timer is re-armed for the next one.
 	b.clock.set(t0 + 500)
 	require.Equal(t, 1, b.timers.fireDue())
+	// (Under load the woken head can reach the queue before the stream has
+	// room for it: the wake's debit is released, the head reserves again
+	// and the timer is armed a second time for the next job, before the
+	// head is dispatched; seen in 1 of 10 runs beside other tests. So the
+	// wait is for the dispatch, and the last timer armed is checked.)
 	b.waitFor(t, "the head to be woken and dispatched", func() bool {
-		return b.count(EventDispatched, ids[6]) == 1 && b.count(EventTimerArmed, "") == 2
+		return b.count(EventDispatched, ids[6]) == 1
 	})
 	fired, _ := b.find(EventTimerFired, "")
 	require.Equal(t, t0+500, fired.DueAt)
@@ -492,6 +497,7 @@ func TestObserveTimeBasedDispatch(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "refill", w.Reason)
 	require.Equal(t, t0+1000, b.last(EventTimerArmed).DueAt)
+	require.Equal(t, ids[7], b.last(EventTimerArmed).JobID)
 	for i := 0; i < 7; i++ {
 		select {
 		case <-delivered:
