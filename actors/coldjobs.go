@@ -16,6 +16,11 @@ import (
 // pointer slot of the table (64 + 48 + ~18 bytes), a cold one costs its
 // record and ~8 bytes of index.
 //
+// A cold job is in the ready index of its queue but in no ID index: a walk
+// of job IDs merges, beside the ID indexes, the ready index's runs of cold
+// jobs (queueCore.coldRuns); freezing drops the job's ID from its index,
+// thawing adds it back (jobMap.thawed).
+//
 // A cold job turns back into an entry (thaws) the moment the engine looks
 // it up to change it (jobMap.get and at: to dispatch, patch, delete or
 // rebind it); reads that change nothing look at it through a scratch entry
@@ -80,6 +85,9 @@ type coldTable struct {
 	index []uint32 // position + 1 (0: empty); a power of two long, or empty
 	meta  []slotMeta
 	n     int
+	// kinds counts the records per (type, queue): the counts by type that
+	// the ID indexes, which do not hold cold jobs, cannot give
+	kinds map[unique.Handle[jobKind]]int
 }
 
 func (t *coldTable) rec(pos uint32) *coldJob { return &t.pages[pos/coldPage][pos%coldPage] }
@@ -122,6 +130,10 @@ func (t *coldTable) add(c coldJob) {
 	}
 	*t.rec(pos) = c
 	t.n++
+	if t.kinds == nil {
+		t.kinds = make(map[unique.Handle[jobKind]]int)
+	}
+	t.kinds[c.kind]++
 }
 
 // alloc hands out a record's position: a freed one, or one past the end.
@@ -154,6 +166,9 @@ func (t *coldTable) take(k protocol.IDKey) (coldJob, bool) {
 	t.free = pos + 1
 	t.unindex(i)
 	t.n--
+	if t.kinds[c.kind]--; t.kinds[c.kind] == 0 {
+		delete(t.kinds, c.kind)
+	}
 	switch {
 	case t.n == 0:
 		*t = coldTable{}

@@ -6,10 +6,10 @@ import (
 	"github.com/tollgate/tollgate/protocol"
 )
 
-// Walks of job IDs in ID order over several disjoint ID indexes at once
-// (the jobs of several queues or types, or of every queue, where a job is
-// in one index only): a merge of cursors, one per index, so that no index
-// of every job's ID is needed beside the per-queue ones.
+// Walks of job IDs in ID order over several disjoint runs at once (the
+// ID indexes of several (queue, type) pairs, where a job is in one index
+// only, and the cold jobs of the ready index, which are in none): a merge
+// of cursors, one per run, so that no index of every job's ID is needed.
 
 // setCursor is a position in an orderedSet, valid while the set does not
 // change.
@@ -57,11 +57,88 @@ func (c *setCursor[T]) prev() {
 	}
 }
 
-// walkIDs calls fn in ID order (desc: reverse order) with the keys of sets,
-// which share none, from pivot on (desc: down from it), until fn returns
-// false.
-func walkIDs(sets []*orderedSet[protocol.IDKey], pivot protocol.IDKey, desc bool, fn func(protocol.IDKey) bool) {
-	if len(sets) == 1 {
+// idCursor is a position in one ordered run of job IDs that a walk
+// merges: an ID index, or the cold jobs of one priority of a queue's ready
+// index.
+type idCursor interface {
+	valid() bool
+	key() protocol.IDKey
+	step() // to the next ID in the walk's direction
+}
+
+// setIDs is an ID index's cursor in a walk.
+type setIDs struct {
+	c    setCursor[protocol.IDKey]
+	desc bool
+}
+
+func (s *setIDs) valid() bool         { return s.c.valid() }
+func (s *setIDs) key() protocol.IDKey { return s.c.item() }
+func (s *setIDs) step() {
+	if s.desc {
+		s.c.prev()
+	} else {
+		s.c.next()
+	}
+}
+
+// coldRun is the cold jobs of one priority of a queue's ready index, which
+// holds them in (priority, id) order, that keep accepts (coldjobs.go: a
+// cold job is in no ID index).
+type coldRun struct {
+	c    setCursor[readyItem]
+	prio uint16
+	desc bool
+	keep func(protocol.IDKey) bool
+}
+
+func (r *coldRun) valid() bool         { return r.c.valid() && r.c.item().priority == r.prio }
+func (r *coldRun) key() protocol.IDKey { return r.c.item().key }
+func (r *coldRun) step()               { r.move(); r.skip() }
+
+func (r *coldRun) move() {
+	if r.desc {
+		r.c.prev()
+	} else {
+		r.c.next()
+	}
+}
+
+// skip moves past the jobs keep does not accept (whole jobs waiting ready,
+// cold jobs of other types).
+func (r *coldRun) skip() {
+	for r.valid() && !r.keep(r.key()) {
+		r.move()
+	}
+}
+
+// coldRuns are the runs of cold jobs that keep accepts in the ready index
+// s of one queue, one per priority, each from pivot on (desc: down from
+// it).
+func coldRuns(s *orderedSet[readyItem], pivot protocol.IDKey, desc bool, keep func(protocol.IDKey) bool) []idCursor {
+	var runs []idCursor
+	first, ok := s.Min()
+	for p := first.priority; ok; {
+		r := &coldRun{c: s.seek(readyItem{key: pivot, priority: p}, desc), prio: p, desc: desc, keep: keep}
+		if r.skip(); r.valid() {
+			runs = append(runs, r)
+		}
+		if p == ^uint16(0) {
+			break
+		}
+		next := s.seek(readyItem{priority: p + 1}, false) // the first item of a later priority
+		if ok = next.valid(); ok {
+			p = next.item().priority
+		}
+	}
+	return runs
+}
+
+// walkIDs calls fn in ID order (desc: reverse order) with the keys of sets
+// and runs, which share none, from pivot on (desc: down from it), until fn
+// returns false.
+func walkIDs(sets []*orderedSet[protocol.IDKey], runs []idCursor, pivot protocol.IDKey, desc bool, fn func(protocol.IDKey) bool) {
+	if len(sets) == 1 && len(runs) == 0 {
 		// the common case: one index, no merge
 		if desc {
 			sets[0].DescendLessOrEqual(pivot, fn)
@@ -72,22 +149,18 @@ func walkIDs(sets []*orderedSet[protocol.IDKey], pivot protocol.IDKey, desc bool
 	}
 	h := &idMerge{desc: desc}
 	for _, s := range sets {
-		if c := s.seek(pivot, desc); c.valid() {
+		if c := (&setIDs{c: s.seek(pivot, desc), desc: desc}); c.valid() {
 			h.at = append(h.at, c)
 		}
 	}
+	h.at = append(h.at, runs...) // valid: coldRuns keeps only those
 	heap.Init(h)
 	for h.Len() > 0 {
-		c := &h.at[0]
-		if !fn(c.item()) {
+		c := h.at[0]
+		if !fn(c.key()) {
 			return
 		}
-		if desc {
-			c.prev()
-		} else {
-			c.next()
-		}
-		if c.valid() {
+		if c.step(); c.valid() {
 			heap.Fix(h, 0)
 		} else {
 			heap.Pop(h)
@@ -95,22 +168,22 @@ func walkIDs(sets []*orderedSet[protocol.IDKey], pivot protocol.IDKey, desc bool
 	}
 }
 
-// idMerge is the heap of walkIDs: its cursors by their item, the next
-// one to give first.
+// idMerge is the heap of walkIDs: its cursors by their ID, the next one to
+// give first.
 type idMerge struct {
-	at   []setCursor[protocol.IDKey]
+	at   []idCursor
 	desc bool
 }
 
 func (h *idMerge) Len() int { return len(h.at) }
 func (h *idMerge) Less(a, b int) bool {
 	if h.desc {
-		return h.at[b].item().Less(h.at[a].item())
+		return h.at[b].key().Less(h.at[a].key())
 	}
-	return h.at[a].item().Less(h.at[b].item())
+	return h.at[a].key().Less(h.at[b].key())
 }
 func (h *idMerge) Swap(a, b int) { h.at[a], h.at[b] = h.at[b], h.at[a] }
-func (h *idMerge) Push(x any)    { h.at = append(h.at, x.(setCursor[protocol.IDKey])) }
+func (h *idMerge) Push(x any)    { h.at = append(h.at, x.(idCursor)) }
 func (h *idMerge) Pop() any {
 	c := h.at[len(h.at)-1]
 	h.at = h.at[:len(h.at)-1]

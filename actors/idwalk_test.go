@@ -10,8 +10,10 @@ import (
 
 // TestWalkIDsMergesInOrder checks walkIDs against a sorted slice of the
 // union: sets of a few to thousands of keys (several chunks, some left
-// part-full by deletes), every direction, pivots on, between, before and
-// after the keys, and a stop part-way.
+// part-full by deletes) and the runs of a ready index of several
+// priorities (the keys coldRuns keeps: a third are passed over), every
+// direction, pivots on, between, before and after the keys, and a stop
+// part-way.
 func TestWalkIDsMergesInOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for round := range 200 {
@@ -20,22 +22,32 @@ func TestWalkIDsMergesInOrder(t *testing.T) {
 		for i := range sets {
 			sets[i] = newOrderedSet(keyLess)
 		}
-		var all []protocol.IDKey
-		n := rng.IntN(3000)
-		for range n {
+		ready := newOrderedSet(readyLess)
+		keep := func(k protocol.IDKey) bool { return k.Lo%3 != 0 }
+		var inSets, all []protocol.IDKey
+		seen := make(map[protocol.IDKey]bool)
+		for range rng.IntN(3000) {
 			k := protocol.IDKey{Hi: rng.Uint64N(1000), Lo: rng.Uint64N(4)}
-			if slices.Contains(all, k) {
+			if seen[k] {
 				continue
 			}
-			all = append(all, k)
+			seen[k] = true
+			if round%2 == 1 && rng.IntN(2) == 0 {
+				ready.ReplaceOrInsert(readyItem{key: k, priority: uint16(rng.IntN(4))})
+				if keep(k) {
+					all = append(all, k)
+				}
+				continue
+			}
+			inSets = append(inSets, k)
 			sets[rng.IntN(nsets)].ReplaceOrInsert(k)
 		}
-		for _, k := range all[:len(all)/3] { // thin some chunks
+		for _, k := range inSets[:len(inSets)/3] { // thin some chunks
 			for _, s := range sets {
 				s.Delete(k)
 			}
 		}
-		all = all[len(all)/3:]
+		all = append(all, inSets[len(inSets)/3:]...)
 		slices.SortFunc(all, func(a, b protocol.IDKey) int {
 			if a.Less(b) {
 				return -1
@@ -62,7 +74,7 @@ func TestWalkIDsMergesInOrder(t *testing.T) {
 					stop = rng.IntN(len(want)) + 1
 				}
 				var got []protocol.IDKey
-				walkIDs(sets, pivot, desc, func(k protocol.IDKey) bool {
+				walkIDs(sets, coldRuns(ready, pivot, desc, keep), pivot, desc, func(k protocol.IDKey) bool {
 					got = append(got, k)
 					return len(got) < stop
 				})

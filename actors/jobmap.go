@@ -36,6 +36,9 @@ type jobMap struct {
 	n       int       // entries (cold jobs apart)
 	walking int       // walks under way (all)
 	cold    coldTable // the cold jobs (coldjobs.go)
+	// thawed, if set, is told of each cold job that thaws (the engine puts
+	// its ID back in its ID index)
+	thawed func(*coldJob)
 }
 
 // slotMeta is a used slot's hash tag (high byte) and its distance from
@@ -121,6 +124,9 @@ func (m *jobMap) thaw(k protocol.IDKey) *entry {
 	s := new(entryScratch) // one allocation for the entry and its compact job
 	c.fillEntry(&s.en, &s.q)
 	m.add(k, &s.en)
+	if m.thawed != nil {
+		m.thawed(&c)
+	}
 	return &s.en
 }
 
@@ -207,7 +213,7 @@ func (m *jobMap) unslot(i int) {
 // clear removes every job and lets the table go.
 func (m *jobMap) clear() {
 	m.mustNotWalk()
-	*m = jobMap{}
+	*m = jobMap{thawed: m.thawed}
 }
 
 // all walks the jobs, in no particular order. A cold job's entry is a

@@ -2669,6 +2669,13 @@ func indexViolation(e *queueCore) string {
 	for en := range e.jobs.all() {
 		id, j := en.id(), en.look()
 		want[j.Queue]++
+		// a cold job is in no ID index (coldjobs.go), every other one is
+		if cold := e.jobs.cold.lookup(idKey(id)) != nil; cold {
+			if indexed(j.Queue, j.Type, id) {
+				return fmt.Sprintf("cold job %s (queue %s, type %s) in the ID indexes", id, j.Queue, j.Type)
+			}
+			continue
+		}
 		kinds[jobKind{j.Type, j.Queue}]++
 		if !indexed(j.Queue, j.Type, id) {
 			return fmt.Sprintf("job %s (queue %s, type %s) missing from the indexes", id, j.Queue, j.Type)

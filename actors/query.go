@@ -461,6 +461,11 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		for _, s := range e.kindSets(nil, f.Types) {
 			res.N += uint64(s.Len())
 		}
+		for kind, n := range e.jobs.cold.kinds { // cold jobs are in no ID index
+			if inSortedList(f.Types, kind.Value().typ) {
+				res.N += uint64(n)
+			}
+		}
 		e.purgeOrder.Ascend(func(t terminalJob) bool {
 			if t.purgeAt > now {
 				return false
@@ -536,39 +541,66 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		res.Done = true
 		return res
 	}
-	// the indexes holding the candidates: a job is in the index of its
-	// queue and type only, so those of several merge without a job twice
-	// (idwalk.go); not so the budget keys'
+	// The cursor is of an ID's form (the HTTP layer checks); one above
+	// every ID's value (no job has it) sorts after them all.
+	pivot, pivotOK := protocol.ParseIDKey(m.From)
+	switch {
+	case m.Desc && (m.From == "" || !pivotOK):
+		pivot = protocol.MaxIDKey
+	case !m.Desc && m.From != "" && !pivotOK:
+		res.Done = true
+		return res
+	}
+	// the runs holding the candidates: a job is in the ID index of its
+	// queue and type only, or, cold, in none but its queue's ready index,
+	// so those of several merge without a job twice (idwalk.go); not so
+	// the budget keys' (a cold job is bound to none)
 	var sets []*orderedSet[protocol.IDKey]
+	var runs []idCursor
 	if len(f.Queues) == 0 && len(f.Types) == 0 && len(f.BudgetKeys) == 1 {
 		if s := e.byKey[f.BudgetKeys[0]]; s != nil {
 			sets = append(sets, s)
 		}
 	} else {
 		sets = e.kindSets(nilIfEmpty(f.Queues), nilIfEmpty(f.Types))
+		runs = e.coldRuns(nilIfEmpty(f.Queues), nilIfEmpty(f.Types), pivot, m.Desc)
 	}
 	stopped := false
-	it := func(k protocol.IDKey) bool {
+	walkIDs(sets, runs, pivot, m.Desc, func(k protocol.IDKey) bool {
 		if !visit(k.String(), k, true) {
 			stopped = true
 			return false
 		}
 		return true
-	}
-	// The cursor is of an ID's form (the HTTP layer checks); one above
-	// every ID's value (no job has it) sorts after them all.
-	pivot, pivotOK := protocol.ParseIDKey(m.From)
-	switch {
-	case m.Desc && (m.From == "" || !pivotOK):
-		walkIDs(sets, protocol.MaxIDKey, true, it)
-	case m.Desc:
-		walkIDs(sets, pivot, true, it)
-	case m.From != "" && !pivotOK:
-	default:
-		walkIDs(sets, pivot, false, it)
-	}
+	})
 	res.Done = !stopped
 	return res
+}
+
+// coldRuns are the runs of the cold jobs of the given queues (nil: every
+// queue) and types (nil: every type) for a walk from pivot (coldjobs.go:
+// they are in no ID index).
+func (e *queueCore) coldRuns(queues, types []string, pivot protocol.IDKey, desc bool) []idCursor {
+	if e.jobs.cold.n == 0 {
+		return nil
+	}
+	keep := func(k protocol.IDKey) bool {
+		c := e.jobs.cold.lookup(k)
+		return c != nil && (types == nil || inSortedList(types, c.kind.Value().typ))
+	}
+	var runs []idCursor
+	if queues == nil {
+		for _, s := range e.ready.byQueue {
+			runs = append(runs, coldRuns(s, pivot, desc, keep)...)
+		}
+		return runs
+	}
+	for _, q := range queues {
+		if s := e.ready.byQueue[q]; s != nil {
+			runs = append(runs, coldRuns(s, pivot, desc, keep)...)
+		}
+	}
+	return runs
 }
 
 // nilIfEmpty is list, or nil when it is empty (kindSets: every one).

@@ -312,7 +312,7 @@ func (e *queueCore) runDeferred(now uint64, id string) {
 var engineEpochs atomic.Uint64
 
 func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *consumedSet, tracer *Tracer) *queueCore {
-	return &queueCore{
+	e := &queueCore{
 		epoch:       engineEpochs.Add(1),
 		cfg:         cfg,
 		out:         out,
@@ -333,4 +333,10 @@ func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *cons
 		pending:     make(map[string]string),
 		tracer:      tracer,
 	}
+	// a thawed job's ID goes back in its ID index (coldjobs.go)
+	e.jobs.thawed = func(c *coldJob) {
+		kind := c.kind.Value()
+		e.addToKind(kind.queue, kind.typ, c.key)
+	}
+	return e
 }

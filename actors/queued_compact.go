@@ -137,7 +137,12 @@ func (e *queueCore) compact(en *entry) {
 	}
 	en.q = compactOf(en.jb, &e.names)
 	en.jb = nil
-	e.jobs.freeze(en) // a plain ready job needs no entry (coldjobs.go)
+	// a plain ready job needs no entry, nor its ID in an ID index
+	// (coldjobs.go)
+	kind, k := en.q.kind.Value(), en.q.key
+	if e.jobs.freeze(en) {
+		e.dropFromKind(kind.queue, kind.typ, k)
+	}
 }
 
 // full returns en's job, rebuilding it from its compact form first if need
