@@ -317,16 +317,17 @@ func (s *Store) Close() error {
 }
 
 // Submit queues a batch for the group committer. done is called once, from
-// the committer goroutine, after the batch is durable per its commit mode
-// (or with the error that prevented it); it must not block.
+// the committer goroutine, after the batch and every batch submitted before
+// it are durable per their commit mode (or with the error that prevented
+// it); it must not block. An empty batch without done is dropped.
 func (s *Store) Submit(b *Batch, done func(error)) {
 	b.Seal()
-	if b.Empty() {
-		if done != nil {
-			done(nil)
-		}
+	if b.Empty() && done == nil {
 		return
 	}
+	// an empty batch with an answer still queues: its answer must come
+	// after those of the batches submitted before it (a caller may wait
+	// on it for everything it submitted to be committed)
 	select {
 	case s.queue <- &commit{batch: b, done: done}:
 	case <-s.stop:

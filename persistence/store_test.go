@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 
@@ -350,5 +351,50 @@ func TestBadBatchFailsAlone(t *testing.T) {
 		if _, err := s.GetJob(testJob(id).ID); err != nil {
 			t.Fatalf("job %d: %v", id, err)
 		}
+	}
+}
+
+// TestEmptyBatchAnsweredInOrder: the answer to an empty batch comes after
+// every batch submitted before it is committed, as any batch's does. The
+// start-up load relies on it: its last batch, often empty, opens the gate
+// for reads, which must then see the recovery writes of the chunks before.
+// (Answered at once, it let a read see a recovered job still in flight.)
+func TestEmptyBatchAnsweredInOrder(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	// hold the committer: a snapshot request nobody reads yet
+	hold := make(chan *jobScan)
+	s.queue <- &commit{scan: hold}
+
+	var mu sync.Mutex
+	var order []string
+	note := func(name string) func(error) {
+		return func(err error) {
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+		}
+	}
+	write := NewBatch(false)
+	write.Enqueued([]*protocol.Job{{ID: protocol.NewIDGenerator().Next(1_700_000_000_000), Type: "t", Queue: "q",
+		Status: protocol.StatusReady, ReadyAt: 1}}, nil, 0)
+	s.Submit(write, note("write"))
+	empty := make(chan struct{})
+	s.Submit(NewBatch(false), func(err error) { note("empty")(err); close(empty) })
+	mu.Lock()
+	early := slices.Clone(order)
+	mu.Unlock()
+	(<-hold).Close()
+	<-empty
+	if len(early) != 0 {
+		t.Fatalf("answered %v while the committer was held", early)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(order, []string{"write", "empty"}) {
+		t.Fatalf("answered in order %v, want the write first", order)
 	}
 }
