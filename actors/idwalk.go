@@ -104,10 +104,11 @@ func (r *coldRun) move() {
 	}
 }
 
-// skip moves past the jobs keep does not accept (whole jobs waiting ready,
-// cold jobs of other types).
+// skip moves past the jobs keep does not accept (cold jobs of other types,
+// jobs thawed since) and those not marked cold (readyItem.cold), which are
+// not looked up.
 func (r *coldRun) skip() {
-	for r.valid() && !r.keep(r.key()) {
+	for r.valid() && !(r.c.item().cold && r.keep(r.key())) {
 		r.move()
 	}
 }

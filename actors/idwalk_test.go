@@ -11,7 +11,8 @@ import (
 // TestWalkIDsMergesInOrder checks walkIDs against a sorted slice of the
 // union: sets of a few to thousands of keys (several chunks, some left
 // part-full by deletes) and the runs of a ready index of several
-// priorities (the keys coldRuns keeps: a third are passed over), every
+// priorities (the keys coldRuns keeps: those marked cold, less a third that
+// keep refuses), every
 // direction, pivots on, between, before and after the keys, and a stop
 // part-way.
 func TestWalkIDsMergesInOrder(t *testing.T) {
@@ -33,8 +34,10 @@ func TestWalkIDsMergesInOrder(t *testing.T) {
 			}
 			seen[k] = true
 			if round%2 == 1 && rng.IntN(2) == 0 {
-				ready.ReplaceOrInsert(readyItem{key: k, priority: uint16(rng.IntN(4))})
-				if keep(k) {
+				// a walk gives the items marked cold that keep accepts
+				cold := rng.IntN(4) > 0
+				ready.ReplaceOrInsert(readyItem{key: k, priority: uint16(rng.IntN(4)), cold: cold})
+				if cold && keep(k) {
 					all = append(all, k)
 				}
 				continue

@@ -240,6 +240,16 @@ func (s *orderedSet[T]) Move(old, item T) bool {
 	return true
 }
 
+// Update replaces the item equal to item, if there is one, and reports
+// whether there was.
+func (s *orderedSet[T]) Update(item T) bool {
+	ci, i, found := s.locate(item)
+	if found {
+		s.chunks[ci][i] = item
+	}
+	return found
+}
+
 // Get returns the item equal to item.
 func (s *orderedSet[T]) Get(item T) (T, bool) {
 	ci, i, found := s.locate(item)

@@ -139,9 +139,10 @@ func (e *queueCore) compact(en *entry) {
 	en.jb = nil
 	// a plain ready job needs no entry, nor its ID in an ID index
 	// (coldjobs.go)
-	kind, k := en.q.kind.Value(), en.q.key
+	kind, k, prio := en.q.kind.Value(), en.q.key, en.q.priority
 	if e.jobs.freeze(en) {
 		e.dropFromKind(kind.queue, kind.typ, k)
+		e.ready.markCold(readyItem{key: k, priority: prio}, kind.queue)
 	}
 }
 

@@ -9,6 +9,11 @@ import "github.com/tollgate/tollgate/protocol"
 type readyItem struct {
 	key      protocol.IDKey
 	priority uint16
+	// cold says the job went cold after it was added (coldjobs.go), so
+	// that walks of cold jobs pass over the others without looking them
+	// up; a job that thaws keeps it until it leaves the index, so it is a
+	// hint the walk checks (it fits in the item's padding)
+	cold bool
 }
 
 // readyItemOf is the item of en's job.
@@ -59,6 +64,19 @@ func (r *readyIndex) add(it readyItem, queue string) {
 		r.n++
 	}
 	r.headChanged(q, queue, head, had)
+}
+
+// markCold notes on the item it of queue that its job went cold.
+func (r *readyIndex) markCold(it readyItem, queue string) {
+	q := r.byQueue[queue]
+	if q == nil {
+		return
+	}
+	it.cold = true
+	q.Update(it)
+	if head, _ := q.Min(); head.key == it.key { // heads keeps a copy of it
+		r.heads.Update(readyHead{readyItem: it, queue: queue})
+	}
 }
 
 func (r *readyIndex) remove(it readyItem, queue string) bool {
