@@ -52,13 +52,13 @@ func (e *queueCore) dropFromKind(queue, typ string, k protocol.IDKey) {
 	}
 }
 
-// kindSets are the ID indexes of the jobs of the given queues (nil: every
-// queue) and types (nil: every type): disjoint, a job being of one queue
+// kindSets are the ID indexes of the jobs of the given queues (none: every
+// queue) and types (none: every type): disjoint, a job being of one queue
 // and one type, so that walkIDs merges them (idwalk.go).
 func (e *queueCore) kindSets(queues, types []string) []*orderedSet[protocol.IDKey] {
 	var sets []*orderedSet[protocol.IDKey]
 	ofQueue := func(byType map[string]*orderedSet[protocol.IDKey]) {
-		if types == nil {
+		if len(types) == 0 {
 			for _, s := range byType {
 				sets = append(sets, s)
 			}
@@ -70,7 +70,7 @@ func (e *queueCore) kindSets(queues, types []string) []*orderedSet[protocol.IDKe
 			}
 		}
 	}
-	if queues == nil {
+	if len(queues) == 0 {
 		for _, byType := range e.byQueue {
 			ofQueue(byType)
 		}

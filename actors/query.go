@@ -562,8 +562,8 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 			sets = append(sets, s)
 		}
 	} else {
-		sets = e.kindSets(nilIfEmpty(f.Queues), nilIfEmpty(f.Types))
-		runs = e.coldRuns(nilIfEmpty(f.Queues), nilIfEmpty(f.Types), pivot, m.Desc)
+		sets = e.kindSets(f.Queues, f.Types)
+		runs = e.coldRuns(f.Queues, f.Types, pivot, m.Desc)
 	}
 	stopped := false
 	walkIDs(sets, runs, pivot, m.Desc, func(k protocol.IDKey) bool {
@@ -577,8 +577,8 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 	return res
 }
 
-// coldRuns are the runs of the cold jobs of the given queues (nil: every
-// queue) and types (nil: every type) for a walk from pivot (coldjobs.go:
+// coldRuns are the runs of the cold jobs of the given queues (none: every
+// queue) and types (none: every type) for a walk from pivot (coldjobs.go:
 // they are in no ID index).
 func (e *queueCore) coldRuns(queues, types []string, pivot protocol.IDKey, desc bool) []idCursor {
 	if e.jobs.cold.n == 0 {
@@ -586,10 +586,10 @@ func (e *queueCore) coldRuns(queues, types []string, pivot protocol.IDKey, desc 
 	}
 	keep := func(k protocol.IDKey) bool {
 		c := e.jobs.cold.lookup(k)
-		return c != nil && (types == nil || inSortedList(types, c.kind.Value().typ))
+		return c != nil && (len(types) == 0 || inSortedList(types, c.kind.Value().typ))
 	}
 	var runs []idCursor
-	if queues == nil {
+	if len(queues) == 0 {
 		for _, s := range e.ready.byQueue {
 			runs = append(runs, coldRuns(s, pivot, desc, keep)...)
 		}
@@ -601,14 +601,6 @@ func (e *queueCore) coldRuns(queues, types []string, pivot protocol.IDKey, desc 
 		}
 	}
 	return runs
-}
-
-// nilIfEmpty is list, or nil when it is empty (kindSets: every one).
-func nilIfEmpty(list []string) []string {
-	if len(list) == 0 {
-		return nil
-	}
-	return list
 }
 
 func inSortedList(list []string, s string) bool {
