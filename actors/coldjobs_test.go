@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -12,12 +13,11 @@ import (
 
 // TestColdJobsAgainstAMap runs random puts, freezes, lookups, thaws and
 // drops on a jobMap against a Go map of what each job is, through a growth
-// to 12,000 jobs (three slab pages and more) and a shrink to a few, so that
-// the slab reuses freed records, packs and lets its pages go. After every
-// step the job is found with the same fields whether it is cold or not; at
-// intervals every job is, look finds a cold job without thawing it, all()
-// walks each job once, and the index stays between an eighth and three
-// quarters full.
+// to 12,000 jobs and a shrink to none, so that records are added and taken
+// in and out of key order. After every step the job is found with the
+// same fields whether it is cold or not; at intervals every job is, look
+// finds a cold job without thawing it, all() walks each job once, and the
+// counts by kind match; with no job left the table lets everything go.
 func TestColdJobsAgainstAMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	gen := protocol.NewIDGenerator()
@@ -36,7 +36,8 @@ func TestColdJobsAgainstAMap(t *testing.T) {
 	var m jobMap
 	model := make(map[string]want)
 	newEntry := func(id string) (*entry, want) {
-		q := queuedJob{key: idKey(id), kind: kinds[rng.IntN(2)], readyAt: rng.Uint64N(1 << 40),
+		// ready when minted: a cold record keeps no other ready time
+		q := queuedJob{key: idKey(id), kind: kinds[rng.IntN(2)], readyAt: idKey(id).Millis(),
 			attempts: rng.Uint32N(3), priority: uint16(rng.IntN(5))}
 		if rng.IntN(2) == 0 {
 			q.flags |= queuedInGroup
@@ -58,9 +59,9 @@ func TestColdJobsAgainstAMap(t *testing.T) {
 			t.Fatalf("step %d: len %d, want %d", step, m.len(), len(model))
 		}
 		for id, w := range model {
-			cold := m.cold.lookup(idKey(id)) != nil
+			_, cold := m.cold.lookup(idKey(id))
 			same(step, id, m.look(idKey(id), &s), w)
-			if cold != (m.cold.lookup(idKey(id)) != nil) {
+			if _, still := m.cold.lookup(idKey(id)); cold != still {
 				t.Fatalf("step %d: look changed whether %s is cold", step, id)
 			}
 		}
@@ -76,20 +77,18 @@ func TestColdJobsAgainstAMap(t *testing.T) {
 		if len(seen) != len(model) {
 			t.Fatalf("step %d: all() walked %d jobs, want %d", step, len(seen), len(model))
 		}
-		c := &m.cold
-		if len(c.index) > jobMapMinSlots && (c.n*8 < len(c.index) || c.n*4 > len(c.index)*3) {
-			t.Fatalf("step %d: %d cold jobs in %d index slots", step, c.n, len(c.index))
-		}
-		if c.used > 4*coldPage && c.n*4 < c.used {
-			t.Fatalf("step %d: %d cold jobs in a slab of %d records", step, c.n, c.used)
+		kinds := make(map[unique.Handle[jobKind]]int)
+		m.cold.each(func(c *coldJob) bool {
+			kinds[c.kind]++
+			return true
+		})
+		if !maps.Equal(kinds, m.cold.kinds) {
+			t.Fatalf("step %d: cold jobs by kind %v, counted %v", step, kinds, m.cold.kinds)
 		}
 	}
-	packed := false
 	drop := func(id string) {
-		used := m.cold.used
 		m.drop(id)
 		delete(model, id)
-		packed = packed || m.cold.used < used-1
 	}
 	for step := range 60_000 {
 		id := ids[rng.IntN(len(ids))]
@@ -117,7 +116,7 @@ func TestColdJobsAgainstAMap(t *testing.T) {
 			en := m.get(id) // thaws
 			if w, ok := model[id]; ok {
 				same(step, id, en, w)
-				if m.cold.lookup(idKey(id)) != nil || m.get(id) != en {
+				if _, cold := m.cold.lookup(idKey(id)); cold || m.get(id) != en {
 					t.Fatalf("step %d: %s did not thaw into one entry", step, id)
 				}
 			} else if en != nil {
@@ -133,33 +132,35 @@ func TestColdJobsAgainstAMap(t *testing.T) {
 		drop(id)
 	}
 	check(-2)
-	if !packed || m.cold.pages != nil || m.cold.index != nil {
-		t.Fatalf("the slab never packed (%v) or kept pages (%d) or an index (%d) with no cold job",
-			packed, len(m.cold.pages), len(m.cold.index))
+	if m.cold.set.chunks != nil || m.cold.kinds != nil {
+		t.Fatalf("with no cold job the table kept %d chunks and %d counts", len(m.cold.set.chunks), len(m.cold.kinds))
 	}
 }
 
 // TestOnlyPlainReadyJobsFreeze checks canFreeze: a job becomes cold only
 // when it is compact, ready, unbound, counted and referred to by nothing.
 func TestOnlyPlainReadyJobsFreeze(t *testing.T) {
+	const now = 1_700_000_000_000
 	plain := func() *entry {
-		return &entry{q: &queuedJob{key: idKey(protocol.NewIDGenerator().Next(1_700_000_000_000))},
+		return &entry{q: &queuedJob{key: idKey(protocol.NewIDGenerator().Next(now)), readyAt: now},
 			state: stReady, flags: entryCounted}
 	}
 	if !canFreeze(plain()) {
 		t.Fatal("a plain ready job cannot freeze")
 	}
 	for name, change := range map[string]func(*entry){
-		"whole":       func(en *entry) { en.jb = &protocol.Job{}; en.q = nil },
-		"bound":       func(en *entry) { en.q.budgets, en.q.nBudgets = &protocol.Binding{Key: "k", Cost: 1}, 1 },
-		"scheduled":   func(en *entry) { en.q.flags |= queuedScheduled; en.state = stScheduled },
-		"in flight":   func(en *entry) { en.state = stInFlight },
-		"uncounted":   func(en *entry) { en.flags = 0 },
-		"in sched":    func(en *entry) { en.flags |= entryInSched },
-		"on a stream": func(en *entry) { en.stream = &stream{} },
-		"reserving":   func(en *entry) { en.resv = &reservation{} },
-		"parked":      func(en *entry) { en.parkedOn = unique.Make("k") },
-		"slotted":     func(en *entry) { en.slot = 1 },
+		"whole":                   func(en *entry) { en.jb = &protocol.Job{}; en.q = nil },
+		"bound":                   func(en *entry) { en.q.budgets, en.q.nBudgets = &protocol.Binding{Key: "k", Cost: 1}, 1 },
+		"scheduled":               func(en *entry) { en.q.flags |= queuedScheduled; en.state = stScheduled },
+		"made ready after its ID": func(en *entry) { en.q.readyAt = now + 1 },
+		"retried":                 func(en *entry) { en.q.attempts, en.q.readyAt = 1, now+5_000 },
+		"in flight":               func(en *entry) { en.state = stInFlight },
+		"uncounted":               func(en *entry) { en.flags = 0 },
+		"in sched":                func(en *entry) { en.flags |= entryInSched },
+		"on a stream":             func(en *entry) { en.stream = &stream{} },
+		"reserving":               func(en *entry) { en.resv = &reservation{} },
+		"parked":                  func(en *entry) { en.parkedOn = unique.Make("k") },
+		"slotted":                 func(en *entry) { en.slot = 1 },
 	} {
 		en := plain()
 		change(en)
@@ -186,8 +187,8 @@ func TestCheckingAJobDoesNotThawIt(t *testing.T) {
 	})
 	wantCold := func(step string, n int) {
 		t.Helper()
-		if e.jobs.cold.n != n {
-			t.Fatalf("%s: %d of 100 jobs cold, want %d", step, e.jobs.cold.n, n)
+		if e.jobs.cold.len() != n {
+			t.Fatalf("%s: %d of 100 jobs cold, want %d", step, e.jobs.cold.len(), n)
 		}
 	}
 	wantCold("enqueued", 100)
@@ -203,33 +204,6 @@ func TestCheckingAJobDoesNotThawIt(t *testing.T) {
 	wantCold("removing a binding a job does not have", 100)
 	e.patchJobs(1004, &PatchJobs{IDs: ids[:10], Patch: patch}, noReply)
 	wantCold("a patch of 10", 90)
-}
-
-// TestColdIndexesARecordOnce: a record added when the index must grow
-// because a probe is too long is indexed once, not once by the growth and
-// again after it.
-func TestColdIndexesARecordOnce(t *testing.T) {
-	var c coldTable
-	c.resize(512)
-	gen := protocol.NewIDGenerator()
-	kind := unique.Make(jobKind{typ: "t", queue: "q"})
-	for added := 0; added < 300; {
-		k := idKey(gen.Next(1_700_000_000_000))
-		if home, _ := idHash(k, 512); home != 0 {
-			continue
-		}
-		c.add(coldJob{key: k, kind: kind})
-		added++
-		used := 0
-		for _, p := range c.index {
-			if p != 0 {
-				used++
-			}
-		}
-		if used != c.n {
-			t.Fatalf("after %d adds: %d index slots in use for %d records", added, used, c.n)
-		}
-	}
 }
 
 // TestListingsSeeColdJobs: cold jobs are in no ID index, so a listing
@@ -263,8 +237,8 @@ func TestListingsSeeColdJobs(t *testing.T) {
 	}
 	e.patchJobs(2000, &PatchJobs{IDs: ids[3:9], Patch: patch}, noReply) // thawed: whole again
 	e.deleteJobs(2001, &DeleteJobs{IDs: ids[20:25]}, noReply)
-	if e.jobs.cold.n == 0 || e.jobs.cold.n == e.jobs.len() {
-		t.Fatalf("%d of %d jobs cold: want some of each", e.jobs.cold.n, e.jobs.len())
+	if n := e.jobs.cold.len(); n == 0 || n == e.jobs.len() {
+		t.Fatalf("%d of %d jobs cold: want some of each", n, e.jobs.len())
 	}
 	for _, f := range []*protocol.JobFilter{
 		{}, {Queues: []string{"a"}}, {Types: []string{"y"}}, {Queues: []string{"b"}, Types: []string{"x"}},

@@ -58,7 +58,7 @@ const jobMapMinSlots = 64
 const jobMapMaxDist = 255
 
 // len is the number of jobs, cold ones included.
-func (m *jobMap) len() int { return m.n + m.cold.n }
+func (m *jobMap) len() int { return m.n + m.cold.len() }
 
 // get returns the entry of job id, or nil; a cold job thaws (coldjobs.go).
 func (m *jobMap) get(id string) *entry {
@@ -94,7 +94,7 @@ func (m *jobMap) look(k protocol.IDKey, s *entryScratch) *entry {
 			return m.slots[i]
 		}
 	}
-	if c := m.cold.lookup(k); c != nil {
+	if c, ok := m.cold.lookup(k); ok {
 		c.fillEntry(&s.en, &s.q)
 		return &s.en
 	}
@@ -113,7 +113,7 @@ func (m *jobMap) lookID(id string, s *entryScratch) *entry {
 // thaw turns the cold job of key k back into an entry and returns it (nil:
 // no cold job has that key).
 func (m *jobMap) thaw(k protocol.IDKey) *entry {
-	if m.cold.n == 0 {
+	if m.cold.len() == 0 {
 		return nil
 	}
 	m.mustNotWalk()
@@ -154,7 +154,7 @@ func (m *jobMap) put(id string, en *entry) {
 			return
 		}
 	}
-	if m.cold.n > 0 {
+	if m.cold.len() > 0 {
 		m.cold.take(k)
 	}
 	m.add(k, en)

@@ -2670,7 +2670,7 @@ func indexViolation(e *queueCore) string {
 		id, j := en.id(), en.look()
 		want[j.Queue]++
 		// a cold job is in no ID index (coldjobs.go), every other one is
-		if cold := e.jobs.cold.lookup(idKey(id)) != nil; cold {
+		if _, cold := e.jobs.cold.lookup(idKey(id)); cold {
 			if indexed(j.Queue, j.Type, id) {
 				return fmt.Sprintf("cold job %s (queue %s, type %s) in the ID indexes", id, j.Queue, j.Type)
 			}

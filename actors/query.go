@@ -581,12 +581,12 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 // queue) and types (none: every type) for a walk from pivot (coldjobs.go:
 // they are in no ID index).
 func (e *queueCore) coldRuns(queues, types []string, pivot protocol.IDKey, desc bool) []idCursor {
-	if e.jobs.cold.n == 0 {
+	if e.jobs.cold.len() == 0 {
 		return nil
 	}
 	keep := func(k protocol.IDKey) bool {
-		c := e.jobs.cold.lookup(k)
-		return c != nil && (len(types) == 0 || inSortedList(types, c.kind.Value().typ))
+		c, ok := e.jobs.cold.lookup(k)
+		return ok && (len(types) == 0 || inSortedList(types, c.kind.Value().typ))
 	}
 	var runs []idCursor
 	if len(queues) == 0 {

@@ -88,6 +88,9 @@ type IDKey struct{ Hi, Lo uint64 }
 // Less orders keys as their IDs.
 func (k IDKey) Less(o IDKey) bool { return k.Hi < o.Hi || (k.Hi == o.Hi && k.Lo < o.Lo) }
 
+// Millis is the ID's timestamp: when it was minted, in Unix ms.
+func (k IDKey) Millis() uint64 { return k.Hi >> 16 }
+
 // MaxIDKey is above every key of an ID.
 var MaxIDKey = IDKey{Hi: ^uint64(0), Lo: ^uint64(0)}
 
