@@ -21,6 +21,16 @@
 // buffers badger pools and drops a few seconds later, so releaseFollowMs
 // after a settled release comes one more release, without a flush, for
 // them and for whatever else became garbage just after the first.
+//
+// Jobs come and go in bursts too: a million enqueued in a minute, a
+// backlog drained. What they leave is garbage the heap goal lets stay
+// resident (the request buffers, the store's batches, the entries of
+// finished jobs), so a server holding a backlog idles well above its live
+// heap. Once releaseJobs jobs were added or finished since the last
+// release, the queue actor releases memory (without a flush: a backlog's
+// memtable is its live data) after a releaseQuietMs in which no job was
+// added or finished, and at most once per releaseGapMs: a full collection
+// is not free with a large heap.
 
 package actors
 
@@ -45,6 +55,9 @@ const (
 	// passed since the last one.
 	releaseEvery = 1024
 	releaseGapMs = 10_000
+	// releaseJobs is the fewest jobs added or finished that make a burst
+	// worth a release.
+	releaseJobs = 65_536
 )
 
 // memoryReleaser is implemented by an outbox that can hand freed memory
@@ -71,6 +84,7 @@ const (
 	releaseWave                // during a long wave: FreeOSMemory
 	releaseSettled             // a wave settled: flush if idle, FreeOSMemory
 	releaseFollow              // after a settled release: FreeOSMemory
+	releaseBurst               // a burst of jobs went quiet: FreeOSMemory
 )
 
 // memoryRelease decides when to release memory after collections; its
@@ -81,6 +95,34 @@ type memoryRelease struct {
 	lastRelease uint64 // the last release
 	follow      uint64 // when the follow-up release is due (0: none)
 	armed       uint64 // the moment the release timer is armed for (0: none)
+	// moved counts the jobs added to the job table or removed from it
+	// (queueCore.addEntry, removeEntry); movedAtRelease is its value at
+	// the last release, movedSeen at the last look.
+	moved, movedAtRelease, movedSeen uint64
+}
+
+// burst reports whether enough jobs moved since the last release.
+func (r *memoryRelease) burst() bool { return r.moved-r.movedAtRelease >= releaseJobs }
+
+// burstDue is the earliest a burst's release may come, at now: after a
+// quiet period, and releaseGapMs after the last release.
+func (r *memoryRelease) burstDue(now uint64) uint64 {
+	due := addMs(now, releaseQuietMs)
+	if r.lastRelease != 0 {
+		due = max(due, addMs(r.lastRelease, releaseGapMs))
+	}
+	return due
+}
+
+// churned looks at the jobs moved at now (the end of each message); it
+// reports a moment to arm the release timer for (0: none).
+func (r *memoryRelease) churned(now uint64) uint64 {
+	if r.armed != 0 || !r.burst() {
+		return 0
+	}
+	r.movedSeen = r.moved
+	r.armed = r.burstDue(now)
+	return r.armed
 }
 
 // collected notes a collection at now. It reports the release to make at
@@ -112,6 +154,18 @@ func (r *memoryRelease) tick(now uint64) (releaseKind, uint64) {
 		r.armed = r.follow
 		return releaseSettled, r.armed
 	}
+	if r.burst() {
+		// quiet: no job moved since the last look, releaseQuietMs ago
+		if quiet := r.moved == r.movedSeen; !quiet || (r.lastRelease != 0 && now < addMs(r.lastRelease, releaseGapMs)) {
+			r.movedSeen = r.moved
+			r.armed = r.burstDue(now)
+			return releaseNone, r.armed
+		}
+		if r.follow != 0 {
+			r.armed = r.follow
+		}
+		return releaseBurst, r.armed
+	}
 	if r.follow != 0 && now >= r.follow {
 		r.follow = 0
 		return releaseFollow, 0
@@ -125,13 +179,21 @@ func (r *memoryRelease) tick(now uint64) (releaseKind, uint64) {
 
 // released records a release at now.
 func (r *memoryRelease) released(now uint64) {
-	r.pending, r.lastRelease = 0, now
+	r.pending, r.lastRelease, r.movedAtRelease = 0, now, r.moved
 }
 
 // maybeReleaseMemory applies the release rules after a collection.
 func (e *queueCore) maybeReleaseMemory(now uint64) {
 	kind, arm := e.collect.release.collected(now)
 	e.applyRelease(now, kind, arm)
+}
+
+// noteChurn applies the release rules to the jobs moved, at the end of
+// each message.
+func (e *queueCore) noteChurn(now uint64) {
+	if arm := e.collect.release.churned(now); arm != 0 {
+		e.applyRelease(now, releaseNone, arm)
+	}
 }
 
 // onReleaseTick applies the release rules when the release timer fires.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/protocol"
 )
 
 // releasingOutbox records the memory releases and release timers a core
@@ -151,5 +153,70 @@ func TestFewCollectionsReleaseNothing(t *testing.T) {
 	}
 	if kind, arm := r.tick(1 << 40); kind != releaseNone || arm != 0 {
 		t.Fatalf("tick: release %v, arm %d", kind, arm)
+	}
+}
+
+// TestBurstOfJobsReleasedOnceQuiet checks the release after a burst of
+// jobs: none for fewer than releaseJobs; after a burst, one release once no
+// job moved for a whole quiet period (the timer armed again while they
+// still move), without a flush; a second burst right after waits for
+// releaseGapMs since the first release.
+func TestBurstOfJobsReleasedOnceQuiet(t *testing.T) {
+	var r memoryRelease
+	r.moved = releaseJobs - 1
+	if arm := r.churned(1000); arm != 0 {
+		t.Fatalf("%d jobs moved: armed for %d", r.moved, arm)
+	}
+	r.moved++
+	arm := r.churned(1000)
+	if arm != 1000+releaseQuietMs {
+		t.Fatalf("a burst armed the timer for %d, want %d", arm, 1000+releaseQuietMs)
+	}
+	if again := r.churned(1500); again != 0 {
+		t.Fatalf("armed twice: %d", again)
+	}
+	r.moved += 10 // still moving when the timer fires
+	kind, next := r.tick(arm)
+	if kind != releaseNone || next != arm+releaseQuietMs {
+		t.Fatalf("tick while jobs move: release %v, armed for %d; want none, %d", kind, next, arm+releaseQuietMs)
+	}
+	kind, next = r.tick(next)
+	if kind != releaseBurst || next != 0 {
+		t.Fatalf("tick once quiet: release %v, armed for %d; want a burst release and no timer", kind, next)
+	}
+	released := arm + releaseQuietMs
+	r.released(released)
+	if arm := r.churned(released + 1); arm != 0 {
+		t.Fatalf("no burst since the release: armed for %d", arm)
+	}
+	r.moved += releaseJobs
+	if arm := r.churned(released + 100); arm != released+releaseGapMs {
+		t.Fatalf("a second burst armed for %d, want %d (releaseGapMs after the first)", arm, released+releaseGapMs)
+	}
+	if kind, _ := r.tick(released + releaseGapMs); kind != releaseBurst {
+		t.Fatalf("the second burst, quiet: release %v", kind)
+	}
+}
+
+// TestEnqueuedBurstReleasesMemory: a bulk enqueue of releaseJobs jobs into
+// the engine arms the release timer, which then releases memory without a
+// flush once nothing moved.
+func TestEnqueuedBurstReleasesMemory(t *testing.T) {
+	e, rec := testEngine(EngineConfig{})
+	out := &releasingOutbox{recordingOutbox: rec}
+	e.out = out
+	jobs := make([]*protocol.NewJob, releaseJobs)
+	for i := range jobs {
+		jobs[i] = &protocol.NewJob{Job: protocol.Job{Type: "t", Queue: "q", Payload: []byte(`{}`)}}
+	}
+	e.enqueue(1000, &EnqueueJobs{Jobs: jobs, Bulk: true}, noReply)
+	e.noteChurn(1000)
+	if out.armed != 1000+releaseQuietMs {
+		t.Fatalf("release timer armed for %d after the burst, want %d", out.armed, 1000+releaseQuietMs)
+	}
+	out.now = out.armed
+	e.onReleaseTick(out.armed)
+	if len(out.releases) != 1 || out.flushes[0] {
+		t.Fatalf("releases %v (flushes %v), want one without a flush", out.releases, out.flushes)
 	}
 }

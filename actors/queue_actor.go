@@ -108,6 +108,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	a.handle(ctx, ctx.Message(), now)
 	if a.eng != nil {
 		a.eng.flushIdle(now) // budget_collect.go
+		a.eng.noteChurn(now) // memory_release.go
 	}
 	a.shrinkMaps() // map_shrink.go
 	flushLinks(ctx, &a.toBudgets, newBudgetBatch)

@@ -110,12 +110,14 @@ func (e *queueCore) setState(en *entry, st jobState) {
 func (e *queueCore) addEntry(id string, en *entry) {
 	e.jobs.put(id, en)
 	e.countEntry(en, 1)
+	e.collect.release.moved++
 }
 
 // removeEntry removes en, the entry of job id, and its count.
 func (e *queueCore) removeEntry(id string, en *entry) {
 	e.countEntry(en, -1)
 	e.jobs.drop(id)
+	e.collect.release.moved++
 }
 
 // countTerminalIn adds (d = 1) or removes (d = -1) a retained finished job

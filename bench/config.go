@@ -105,6 +105,9 @@ type Config struct {
 	// CollectWait is how long tenants keeps reading the RSS once every
 	// budget was collected (its lowest reading is reported).
 	CollectWait time.Duration
+	// SettleWait is how long backlog keeps reading the RSS once the
+	// preload ended, before the restart (its lowest reading is reported).
+	SettleWait time.Duration
 	// RequestTimeout bounds each non-streaming request.
 	RequestTimeout time.Duration
 	// Progress is the interval of the progress line; 0 disables it.
@@ -162,7 +165,7 @@ var scenarioDefaults = map[string]defaults{
 	// --jobs and --prefetch are derived (deriveManyBudgets): 8192 budgets
 	// * (10 held + 100 parked) = 901,120 jobs.
 	scenarioManyBudgets: {"budget-alloc": "10", "batch": "1000", "idle-timeout": "30s", "timeout": "10m"},
-	scenarioBacklog:     {"jobs": "1000000", "batch": "1000", "idle-timeout": "30s", "timeout": "10m"},
+	scenarioBacklog:     {"jobs": "1000000", "batch": "1000", "idle-timeout": "30s", "timeout": "10m", "settle-wait": "6s"},
 	// many-budgets' phases with one time_based budget per tenant, made by
 	// create_with, and one job each; then the idle budgets are collected
 	// (tenants.go).
@@ -183,7 +186,7 @@ var tinyDefaults = map[string]defaults{
 	scenarioRate:        {"jobs": "300", "budget-alloc": "100", "budget-duration": "1s", "prefetch": "100"},
 	scenarioManyBudgets: {"budgets": "256", "parked": "20"},
 	scenarioTenants:     {"budgets": "2000", "collect-wait": "0s"},
-	scenarioBacklog:     {"jobs": "5000", "batch": "500"},
+	scenarioBacklog:     {"jobs": "5000", "batch": "500", "settle-wait": "0s"},
 	scenarioRestart:     {"jobs": "4000", "enqueue-rate": "2000", "sleep": "100ms", "idle-timeout": "10s"},
 	scenarioCron:        {"cron-entries": "200", "cron-group-size": "100", "cron-install": "2000", "duration": "3s"},
 }
@@ -221,6 +224,7 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&c.Queue, "queue", "", "queue name (default bench-<run id>)")
 	fs.DurationVar(&c.Timeout, "timeout", 0, "stop and report after this long")
 	fs.DurationVar(&c.CollectWait, "collect-wait", 0, "tenants: after the budgets are collected, keep reading RSS this long (the runtime returns freed memory after its periodic collection)")
+	fs.DurationVar(&c.SettleWait, "settle-wait", 0, "backlog: after the preload, keep reading the server's RSS this long before the restart (the server hands memory back once a burst of jobs is quiet)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 0, "after the producers finish, stop when nothing moved for this long")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", 0, "timeout of each non-streaming request")
 	fs.DurationVar(&c.Progress, "progress", 0, "progress line interval on stderr (0 = none)")

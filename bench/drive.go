@@ -178,6 +178,7 @@ func (r *runner) restartLoaded(ctx context.Context, proc *serverProc, b *Backlog
 		b.RSSLoadedMiB = mib(s.rss)
 		b.RSSLoadedAnonMiB, b.RSSLoadedFileMiB = mib(s.rssAnon), mib(s.rssFile)
 	}
+	r.settle(ctx, proc, b)
 	r.log.Info("backlog: stopping the server (SIGTERM) to time its start-up", "pid", proc.currentPID())
 	t0 := time.Now()
 	if err := proc.stop(); err != nil {
@@ -213,6 +214,30 @@ func (r *runner) restartLoaded(ctx context.Context, proc *serverProc, b *Backlog
 	}
 	b.workersAfterS = proc.sinceStart().Seconds() // the workers start next
 	r.log.Info("backlog: server serving again", "startup_s", b.StartupS, "rss_serving_mib", b.RSSServingMiB, "addr", proc.address())
+}
+
+// settle reads the server's RSS every 250 ms for --settle-wait after the
+// preload and keeps the lowest reading in b.
+func (r *runner) settle(ctx context.Context, proc *serverProc, b *BacklogReport) {
+	if r.cfg.SettleWait <= 0 {
+		return
+	}
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	end := time.After(r.cfg.SettleWait)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end:
+			return
+		case <-t.C:
+		}
+		if s, ok := proc.sample(); ok && (b.RSSSettledMiB == 0 || mib(s.rss) < b.RSSSettledMiB) {
+			b.RSSSettledMiB = mib(s.rss)
+			b.RSSSettledAnonMiB, b.RSSSettledFileMiB = mib(s.rssAnon), mib(s.rssFile)
+		}
+	}
 }
 
 // samplePeak keeps in peak the largest VmRSS of the server, read every
