@@ -83,17 +83,16 @@ func (s *setIDs) step() {
 }
 
 // coldRun is the cold jobs of one priority of a queue's ready index, which
-// holds them in (priority, id) order, that keep accepts (coldjobs.go: a
-// cold job is in no ID index).
+// holds them in id order, that keep accepts (coldjobs.go: a cold job is in
+// no ID index).
 type coldRun struct {
-	c    setCursor[readyItem]
-	prio uint16
+	c    setCursor[readyKey]
 	desc bool
 	keep func(protocol.IDKey) bool
 }
 
-func (r *coldRun) valid() bool         { return r.c.valid() && r.c.item().priority == r.prio }
-func (r *coldRun) key() protocol.IDKey { return r.c.item().key }
+func (r *coldRun) valid() bool         { return r.c.valid() }
+func (r *coldRun) key() protocol.IDKey { return r.c.item().key() }
 func (r *coldRun) step()               { r.move(); r.skip() }
 
 func (r *coldRun) move() {
@@ -105,31 +104,26 @@ func (r *coldRun) move() {
 }
 
 // skip moves past the jobs keep does not accept (cold jobs of other types,
-// jobs thawed since) and those not marked cold (readyItem.cold), which are
+// jobs thawed since) and those not marked cold (readyKey.cold), which are
 // not looked up.
 func (r *coldRun) skip() {
-	for r.valid() && !(r.c.item().cold && r.keep(r.key())) {
+	for r.valid() && !(r.c.item().cold() && r.keep(r.key())) {
 		r.move()
 	}
 }
 
-// coldRuns are the runs of cold jobs that keep accepts in the ready index
-// s of one queue, one per priority, each from pivot on (desc: down from
-// it).
-func coldRuns(s *orderedSet[readyItem], pivot protocol.IDKey, desc bool, keep func(protocol.IDKey) bool) []idCursor {
+// coldRuns are the runs of cold jobs that keep accepts in the ready jobs q
+// of one queue, one per priority, each from pivot on (desc: down from it).
+func coldRuns(q *queueReady, pivot protocol.IDKey, desc bool, keep func(protocol.IDKey) bool) []idCursor {
+	at := readyKeyOf(pivot, false)
+	if pivot.Hi&coldBit != 0 { // above every ID: the end
+		at = readyKey{hi: ^uint64(coldBit), lo: ^uint64(0)}
+	}
 	var runs []idCursor
-	first, ok := s.Min()
-	for p := first.priority; ok; {
-		r := &coldRun{c: s.seek(readyItem{key: pivot, priority: p}, desc), prio: p, desc: desc, keep: keep}
+	for _, ps := range q.prios {
+		r := &coldRun{c: ps.set.seek(at, desc), desc: desc, keep: keep}
 		if r.skip(); r.valid() {
 			runs = append(runs, r)
-		}
-		if p == ^uint16(0) {
-			break
-		}
-		next := s.seek(readyItem{priority: p + 1}, false) // the first item of a later priority
-		if ok = next.valid(); ok {
-			p = next.item().priority
 		}
 	}
 	return runs

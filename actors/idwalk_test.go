@@ -23,7 +23,7 @@ func TestWalkIDsMergesInOrder(t *testing.T) {
 		for i := range sets {
 			sets[i] = newOrderedSet(keyLess)
 		}
-		ready := newOrderedSet(readyLess)
+		ready := newReadyIndex()
 		keep := func(k protocol.IDKey) bool { return k.Lo%3 != 0 }
 		var inSets, all []protocol.IDKey
 		seen := make(map[protocol.IDKey]bool)
@@ -36,7 +36,11 @@ func TestWalkIDsMergesInOrder(t *testing.T) {
 			if round%2 == 1 && rng.IntN(2) == 0 {
 				// a walk gives the items marked cold that keep accepts
 				cold := rng.IntN(4) > 0
-				ready.ReplaceOrInsert(readyItem{key: k, priority: uint16(rng.IntN(4)), cold: cold})
+				it := readyItem{key: k, priority: uint16(rng.IntN(4))}
+				ready.add(it, "q")
+				if cold {
+					ready.markCold(it, "q")
+				}
 				if cold && keep(k) {
 					all = append(all, k)
 				}
@@ -77,7 +81,7 @@ func TestWalkIDsMergesInOrder(t *testing.T) {
 					stop = rng.IntN(len(want)) + 1
 				}
 				var got []protocol.IDKey
-				walkIDs(sets, coldRuns(ready, pivot, desc, keep), pivot, desc, func(k protocol.IDKey) bool {
+				walkIDs(sets, coldRuns(queueReadyOf(ready, "q"), pivot, desc, keep), pivot, desc, func(k protocol.IDKey) bool {
 					got = append(got, k)
 					return len(got) < stop
 				})
@@ -89,4 +93,12 @@ func TestWalkIDsMergesInOrder(t *testing.T) {
 			}
 		}
 	}
+}
+
+// queueReadyOf is the ready jobs of queue in r, an empty set if none.
+func queueReadyOf(r *readyIndex, queue string) *queueReady {
+	if q := r.byQueue[queue]; q != nil {
+		return q
+	}
+	return &queueReady{}
 }

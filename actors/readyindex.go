@@ -1,18 +1,24 @@
 package actors
 
-import "github.com/tollgate/tollgate/protocol"
+import (
+	"cmp"
+	"slices"
 
-// readyItem orders ready jobs by (priority, id). The ID is its fixed-size
-// key, and neither the queue nor the entry is kept (dispatch finds the
-// entry in the job map by the key): an item is 24 bytes, one per ready
-// job, with no pointer for the collector to scan.
+	"github.com/tollgate/tollgate/protocol"
+)
+
+// readyItem is a ready job as the ready index gives it: its key and
+// priority, in (priority, id) order. The index keeps it as a 16-byte
+// readyKey in the set of its queue and priority; neither the queue nor the
+// entry is kept (dispatch finds the entry in the job map by the key), so
+// there is no pointer for the collector to scan.
 type readyItem struct {
 	key      protocol.IDKey
 	priority uint16
 	// cold says the job went cold after it was added (coldjobs.go), so
 	// that walks of cold jobs pass over the others without looking them
 	// up; a job that thaws keeps it until it leaves the index, so it is a
-	// hint the walk checks (it fits in the item's padding)
+	// hint the walk checks
 	cold bool
 }
 
@@ -28,15 +34,90 @@ func readyLess(a, b readyItem) bool {
 	return a.key.Less(b.key)
 }
 
+// readyKey is a ready job's key in its priority's set: the ID's key, 16
+// bytes, with the cold hint (readyItem.cold) in the top bit of Hi, which
+// no SCRU128 ID sets (its 48-bit timestamp reaches it in the year 6429).
+type readyKey struct{ hi, lo uint64 }
+
+// coldBit is the cold hint's bit in readyKey.hi.
+const coldBit = 1 << 63
+
+func readyKeyOf(k protocol.IDKey, cold bool) readyKey {
+	r := readyKey{hi: k.Hi &^ coldBit, lo: k.Lo}
+	if cold {
+		r.hi |= coldBit
+	}
+	return r
+}
+
+func (r readyKey) key() protocol.IDKey { return protocol.IDKey{Hi: r.hi &^ coldBit, Lo: r.lo} }
+func (r readyKey) cold() bool          { return r.hi&coldBit != 0 }
+
+func readyKeyLess(a, b readyKey) bool {
+	ah, bh := a.hi&^coldBit, b.hi&^coldBit
+	return ah < bh || (ah == bh && a.lo < b.lo)
+}
+
+// prioritySet is the ready jobs of one priority of a queue.
+type prioritySet struct {
+	priority uint16
+	set      *orderedSet[readyKey]
+}
+
+// queueReady is the ready jobs of a queue: a set per priority in use, in
+// priority order (a queue uses a few priorities), so that an item needs
+// no priority beside its key.
+type queueReady struct {
+	prios []prioritySet
+	n     int
+}
+
+// of returns the set of priority p, made if create, and its place.
+func (q *queueReady) of(p uint16, create bool) (*orderedSet[readyKey], int) {
+	i, found := slices.BinarySearchFunc(q.prios, p, func(ps prioritySet, p uint16) int { return cmp.Compare(ps.priority, p) })
+	if found {
+		return q.prios[i].set, i
+	}
+	if !create {
+		return nil, i
+	}
+	set := newOrderedSet(readyKeyLess)
+	q.prios = slices.Insert(q.prios, i, prioritySet{priority: p, set: set})
+	return set, i
+}
+
+// Len is the number of ready jobs of the queue.
+func (q *queueReady) Len() int { return q.n }
+
+// Min is the queue's first ready job.
+func (q *queueReady) Min() (readyItem, bool) {
+	if len(q.prios) == 0 {
+		return readyItem{}, false
+	}
+	first := q.prios[0]
+	k, _ := first.set.Min()
+	return readyItem{key: k.key(), priority: first.priority, cold: k.cold()}, true
+}
+
+// Get returns the item equal to it.
+func (q *queueReady) Get(it readyItem) (readyItem, bool) {
+	set, _ := q.of(it.priority, false)
+	if set == nil {
+		return readyItem{}, false
+	}
+	k, ok := set.Get(readyKeyOf(it.key, false))
+	return readyItem{key: k.key(), priority: it.priority, cold: k.cold()}, ok
+}
+
 // readyIndex holds the ready jobs of every queue in (priority, id) order:
-// one set per queue, and the first item of each in heads, in the same
-// order, so that the first ready job of all queues (for streams that take
-// every queue) is the first head. Each ready job is in one set only (an
-// index over all queues as well would cost a second item per job); heads
-// holds one item per queue with ready jobs, and changes when a queue's
-// first job does.
+// one queueReady per queue, and the first item of each in heads, in the
+// same order, so that the first ready job of all queues (for streams that
+// take every queue) is the first head. Each ready job is in one set only
+// (an index over all queues as well would cost a second item per job);
+// heads holds one item per queue with ready jobs, and changes when a
+// queue's first job does.
 type readyIndex struct {
-	byQueue map[string]*orderedSet[readyItem]
+	byQueue map[string]*queueReady
 	heads   *orderedSet[readyHead]
 	n       int
 }
@@ -50,17 +131,19 @@ type readyHead struct {
 func headLess(a, b readyHead) bool { return readyLess(a.readyItem, b.readyItem) }
 
 func newReadyIndex() *readyIndex {
-	return &readyIndex{byQueue: make(map[string]*orderedSet[readyItem]), heads: newOrderedSet(headLess)}
+	return &readyIndex{byQueue: make(map[string]*queueReady), heads: newOrderedSet(headLess)}
 }
 
 func (r *readyIndex) add(it readyItem, queue string) {
 	q := r.byQueue[queue]
 	if q == nil {
-		q = newOrderedSet(readyLess)
+		q = &queueReady{}
 		r.byQueue[queue] = q
 	}
 	head, had := q.Min()
-	if _, replaced := q.ReplaceOrInsert(it); !replaced {
+	set, _ := q.of(it.priority, true)
+	if _, replaced := set.ReplaceOrInsert(readyKeyOf(it.key, it.cold)); !replaced {
+		q.n++
 		r.n++
 	}
 	r.headChanged(q, queue, head, had)
@@ -72,8 +155,11 @@ func (r *readyIndex) markCold(it readyItem, queue string) {
 	if q == nil {
 		return
 	}
+	set, _ := q.of(it.priority, false)
+	if set == nil || !set.Update(readyKeyOf(it.key, true)) {
+		return
+	}
 	it.cold = true
-	q.Update(it)
 	if head, _ := q.Min(); head.key == it.key { // heads keeps a copy of it
 		r.heads.Update(readyHead{readyItem: it, queue: queue})
 	}
@@ -84,12 +170,20 @@ func (r *readyIndex) remove(it readyItem, queue string) bool {
 	if q == nil {
 		return false
 	}
-	head, _ := q.Min()
-	if _, ok := q.Delete(it); !ok {
+	set, i := q.of(it.priority, false)
+	if set == nil {
 		return false
 	}
+	head, _ := q.Min()
+	if _, ok := set.Delete(readyKeyOf(it.key, false)); !ok {
+		return false
+	}
+	q.n--
 	r.n--
-	if q.Len() == 0 {
+	if set.Len() == 0 {
+		q.prios = slices.Delete(q.prios, i, i+1)
+	}
+	if q.n == 0 {
 		delete(r.byQueue, queue)
 	}
 	r.headChanged(q, queue, head, true)
@@ -98,7 +192,7 @@ func (r *readyIndex) remove(it readyItem, queue string) bool {
 
 // headChanged updates heads after queue's set q changed; head was its
 // first item before (had: it had one).
-func (r *readyIndex) headChanged(q *orderedSet[readyItem], queue string, head readyItem, had bool) {
+func (r *readyIndex) headChanged(q *queueReady, queue string, head readyItem, had bool) {
 	now, ok := q.Min()
 	if had && ok && now == head {
 		return

@@ -26,6 +26,16 @@ func (r *readyIndex) violation() string {
 		if t.Len() == 0 {
 			return fmt.Sprintf("queue %s has an empty set", q)
 		}
+		inSets := 0
+		for i, ps := range t.prios {
+			if ps.set.Len() == 0 || (i > 0 && t.prios[i-1].priority >= ps.priority) {
+				return fmt.Sprintf("queue %s: priority %d's set is empty or out of order", q, ps.priority)
+			}
+			inSets += ps.set.Len()
+		}
+		if inSets != t.Len() {
+			return fmt.Sprintf("queue %s: %d items in its sets, counted %d", q, inSets, t.Len())
+		}
 		n += t.Len()
 		first, _ := t.Min()
 		if h, ok := r.heads.Get(readyHead{first, q}); !ok || h.queue != q || h.readyItem != first {
