@@ -14,8 +14,12 @@ import (
 // set sorted by key, found by binary search. Where a compact waiting job
 // cost an entry, its queuedJob and a pointer slot of the table (64 + 48 +
 // ~18 bytes), a cold one costs its record. Jobs are minted and loaded in
-// key order, so records are appended and the set's chunks fill; jobs are
+// key order, so records are appended (or inserted just before the few
+// enqueued while a backlog loads) and the set's chunks fill; jobs are
 // mostly served oldest first, so records mostly leave from the front.
+// Records that leave from the middle (one queue of several drained) leave
+// chunks at least a quarter full (orderedSet's merge rule), as the slab
+// that kept them before was packed once a quarter full.
 //
 // A cold job is in the ready index of its queue but in no ID index: a walk
 // of job IDs merges, beside the ID indexes, the ready index's runs of cold
@@ -99,9 +103,12 @@ func (t *coldTable) add(c coldJob) {
 	if t.set.less == nil {
 		t.set.less = coldLess
 	}
-	t.set.ReplaceOrInsert(c)
+	old, replaced := t.set.ReplaceOrInsert(c)
 	if t.kinds == nil {
 		t.kinds = make(map[unique.Handle[jobKind]]int)
+	}
+	if replaced { // not expected: keep the counts right all the same
+		t.kinds[old.kind]--
 	}
 	t.kinds[c.kind]++
 }
@@ -122,6 +129,50 @@ func (t *coldTable) take(k protocol.IDKey) (coldJob, bool) {
 		*t = coldTable{} // lets the chunk list and the counts go
 	}
 	return c, true
+}
+
+// coldFinger finds the records of keys asked for in key order (desc: in
+// reverse order), as a walk of a queue's cold jobs asks for them: it looks
+// a few records on from where the last one was before it searches the
+// whole set. The table must not change while it is used.
+type coldFinger struct {
+	t      *coldTable
+	desc   bool
+	c      setCursor[coldJob]
+	placed bool
+}
+
+// coldFingerSteps is how many records a finger looks on before it searches.
+const coldFingerSteps = 8
+
+// find returns the record of key k.
+func (f *coldFinger) find(k protocol.IDKey) (coldJob, bool) {
+	if f.t.len() == 0 {
+		return coldJob{}, false
+	}
+	if f.placed {
+		for range coldFingerSteps {
+			if !f.c.valid() {
+				return coldJob{}, false // past the last record
+			}
+			switch it := f.c.item(); {
+			case it.key == k:
+				return it, true
+			case f.desc && it.key.Less(k), !f.desc && k.Less(it.key):
+				return coldJob{}, false // k would be before the cursor
+			}
+			if f.desc {
+				f.c.prev()
+			} else {
+				f.c.next()
+			}
+		}
+	}
+	f.c, f.placed = f.t.set.seek(coldJob{key: k}, f.desc), true
+	if f.c.valid() && f.c.item().key == k {
+		return f.c.item(), true
+	}
+	return coldJob{}, false
 }
 
 // each calls fn with every record, in key order, until it returns false.

@@ -279,3 +279,40 @@ func TestListingsSeeColdJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestColdFingerFindsAsLookupDoes: a finger asked for keys in order (both
+// directions, present and absent ones, close together and far apart)
+// answers as the table's lookup does.
+func TestColdFingerFindsAsLookupDoes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	kind := unique.Make(jobKind{typ: "t", queue: "q"})
+	var tbl coldTable
+	var keys []protocol.IDKey
+	for i := range 6000 {
+		k := protocol.IDKey{Hi: uint64(i / 3), Lo: uint64(i % 3)}
+		keys = append(keys, k)
+		if rng.IntN(3) > 0 {
+			tbl.add(coldJob{key: k, kind: kind, attempts: uint32(i)})
+		}
+	}
+	for round := range 40 {
+		desc := round%2 == 1
+		var asked []protocol.IDKey
+		for _, k := range keys {
+			if rng.IntN(1+round) == 0 { // from every key to a sparse few
+				asked = append(asked, k)
+			}
+		}
+		if desc {
+			slices.Reverse(asked)
+		}
+		f := &coldFinger{t: &tbl, desc: desc}
+		for _, k := range asked {
+			got, gotOK := f.find(k)
+			want, wantOK := tbl.lookup(k)
+			if got != want || gotOK != wantOK {
+				t.Fatalf("round %d (desc %v): find %v = %v, %v; lookup gives %v, %v", round, desc, k, got, gotOK, want, wantOK)
+			}
+		}
+	}
+}

@@ -81,7 +81,7 @@ func TestWalkIDsMergesInOrder(t *testing.T) {
 					stop = rng.IntN(len(want)) + 1
 				}
 				var got []protocol.IDKey
-				walkIDs(sets, coldRuns(queueReadyOf(ready, "q"), pivot, desc, keep), pivot, desc, func(k protocol.IDKey) bool {
+				walkIDs(sets, coldRuns(queueReadyOf(ready, "q"), pivot, desc, func() func(protocol.IDKey) bool { return keep }), pivot, desc, func(k protocol.IDKey) bool {
 					got = append(got, k)
 					return len(got) < stop
 				})

@@ -26,11 +26,12 @@
 // backlog drained. What they leave is garbage the heap goal lets stay
 // resident (the request buffers, the store's batches, the entries of
 // finished jobs), so a server holding a backlog idles well above its live
-// heap. Once releaseJobs jobs were added or finished since the last
-// release, the queue actor releases memory (without a flush: a backlog's
-// memtable is its live data) after a releaseQuietMs in which no job was
-// added or finished, and at most once per releaseGapMs: a full collection
-// is not free with a large heap.
+// heap. Once releaseJobs jobs (or a quarter of those held, if more) were
+// added or finished since the last release, the queue actor releases
+// memory (without a flush: a backlog's memtable is its live data) after a
+// look, releaseQuietMs after the one before, finds next to none moved
+// since (so 2 to 4 s after the burst), and at most once per releaseGapMs:
+// a full collection is not free with a large heap.
 
 package actors
 
@@ -101,8 +102,17 @@ type memoryRelease struct {
 	moved, movedAtRelease, movedSeen uint64
 }
 
-// burst reports whether enough jobs moved since the last release.
-func (r *memoryRelease) burst() bool { return r.moved-r.movedAtRelease >= releaseJobs }
+// burst reports whether enough jobs moved since the last release, with
+// live jobs held: releaseJobs, or a quarter of those held when that is
+// more (a full collection of a large heap is worth a move of its size).
+func (r *memoryRelease) burst(live int) bool {
+	return r.moved-r.movedAtRelease >= max(releaseJobs, uint64(live)/4)
+}
+
+// quiet reports whether next to no job moved since the last look: fewer
+// than releaseJobs/64, so that a trickle after a burst does not keep it
+// from being released.
+func (r *memoryRelease) quiet() bool { return r.moved-r.movedSeen < releaseJobs/64 }
 
 // burstDue is the earliest a burst's release may come, at now: after a
 // quiet period, and releaseGapMs after the last release.
@@ -114,10 +124,11 @@ func (r *memoryRelease) burstDue(now uint64) uint64 {
 	return due
 }
 
-// churned looks at the jobs moved at now (the end of each message); it
-// reports a moment to arm the release timer for (0: none).
-func (r *memoryRelease) churned(now uint64) uint64 {
-	if r.armed != 0 || !r.burst() {
+// churned looks at the jobs moved at now (the end of each message), with
+// live jobs held; it reports a moment to arm the release timer for (0:
+// none).
+func (r *memoryRelease) churned(now uint64, live int) uint64 {
+	if r.armed != 0 || !r.burst(live) {
 		return 0
 	}
 	r.movedSeen = r.moved
@@ -140,10 +151,11 @@ func (r *memoryRelease) collected(now uint64) (releaseKind, uint64) {
 	return releaseNone, 0
 }
 
-// tick handles the release timer firing at now: the settled release once
-// the wave is quiet (or the timer armed again for when it will be), or the
-// follow-up release when due.
-func (r *memoryRelease) tick(now uint64) (releaseKind, uint64) {
+// tick handles the release timer firing at now, with live jobs held: the
+// settled release once the wave is quiet (or the timer armed again for
+// when it will be), the follow-up release when due (which covers a burst
+// as well), or a burst's release once quiet.
+func (r *memoryRelease) tick(now uint64, live int) (releaseKind, uint64) {
 	r.armed = 0
 	if r.pending >= releaseMin {
 		if quiet := addMs(r.lastCollect, releaseQuietMs); now < quiet {
@@ -154,9 +166,13 @@ func (r *memoryRelease) tick(now uint64) (releaseKind, uint64) {
 		r.armed = r.follow
 		return releaseSettled, r.armed
 	}
-	if r.burst() {
-		// quiet: no job moved since the last look, releaseQuietMs ago
-		if quiet := r.moved == r.movedSeen; !quiet || (r.lastRelease != 0 && now < addMs(r.lastRelease, releaseGapMs)) {
+	if r.follow != 0 && now >= r.follow {
+		r.follow = 0
+		return releaseFollow, 0
+	}
+	if r.burst(live) {
+		// the last look was releaseQuietMs ago (or more)
+		if !r.quiet() || (r.lastRelease != 0 && now < addMs(r.lastRelease, releaseGapMs)) {
 			r.movedSeen = r.moved
 			r.armed = r.burstDue(now)
 			return releaseNone, r.armed
@@ -165,10 +181,6 @@ func (r *memoryRelease) tick(now uint64) (releaseKind, uint64) {
 			r.armed = r.follow
 		}
 		return releaseBurst, r.armed
-	}
-	if r.follow != 0 && now >= r.follow {
-		r.follow = 0
-		return releaseFollow, 0
 	}
 	if r.follow != 0 {
 		r.armed = r.follow
@@ -191,14 +203,14 @@ func (e *queueCore) maybeReleaseMemory(now uint64) {
 // noteChurn applies the release rules to the jobs moved, at the end of
 // each message.
 func (e *queueCore) noteChurn(now uint64) {
-	if arm := e.collect.release.churned(now); arm != 0 {
+	if arm := e.collect.release.churned(now, e.jobs.len()); arm != 0 {
 		e.applyRelease(now, releaseNone, arm)
 	}
 }
 
 // onReleaseTick applies the release rules when the release timer fires.
 func (e *queueCore) onReleaseTick(now uint64) {
-	kind, arm := e.collect.release.tick(now)
+	kind, arm := e.collect.release.tick(now, e.jobs.len())
 	e.applyRelease(now, kind, arm)
 }
 

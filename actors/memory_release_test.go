@@ -151,49 +151,49 @@ func TestFewCollectionsReleaseNothing(t *testing.T) {
 			t.Fatalf("collection %d: release %v, arm %d", i+1, kind, arm)
 		}
 	}
-	if kind, arm := r.tick(1 << 40); kind != releaseNone || arm != 0 {
+	if kind, arm := r.tick(1<<40, 0); kind != releaseNone || arm != 0 {
 		t.Fatalf("tick: release %v, arm %d", kind, arm)
 	}
 }
 
 // TestBurstOfJobsReleasedOnceQuiet checks the release after a burst of
-// jobs: none for fewer than releaseJobs; after a burst, one release once no
-// job moved for a whole quiet period (the timer armed again while they
-// still move), without a flush; a second burst right after waits for
-// releaseGapMs since the first release.
+// jobs: none for fewer than releaseJobs; after a burst, one release once
+// next to no job moved for a whole quiet period (the timer armed again
+// while they still move), without a flush; a second burst right after
+// waits for releaseGapMs since the first release.
 func TestBurstOfJobsReleasedOnceQuiet(t *testing.T) {
 	var r memoryRelease
 	r.moved = releaseJobs - 1
-	if arm := r.churned(1000); arm != 0 {
+	if arm := r.churned(1000, 0); arm != 0 {
 		t.Fatalf("%d jobs moved: armed for %d", r.moved, arm)
 	}
 	r.moved++
-	arm := r.churned(1000)
+	arm := r.churned(1000, 0)
 	if arm != 1000+releaseQuietMs {
 		t.Fatalf("a burst armed the timer for %d, want %d", arm, 1000+releaseQuietMs)
 	}
-	if again := r.churned(1500); again != 0 {
+	if again := r.churned(1500, 0); again != 0 {
 		t.Fatalf("armed twice: %d", again)
 	}
-	r.moved += 10 // still moving when the timer fires
-	kind, next := r.tick(arm)
+	r.moved += releaseJobs / 64 // still moving when the timer fires
+	kind, next := r.tick(arm, 0)
 	if kind != releaseNone || next != arm+releaseQuietMs {
 		t.Fatalf("tick while jobs move: release %v, armed for %d; want none, %d", kind, next, arm+releaseQuietMs)
 	}
-	kind, next = r.tick(next)
+	kind, next = r.tick(next, 0)
 	if kind != releaseBurst || next != 0 {
 		t.Fatalf("tick once quiet: release %v, armed for %d; want a burst release and no timer", kind, next)
 	}
 	released := arm + releaseQuietMs
 	r.released(released)
-	if arm := r.churned(released + 1); arm != 0 {
+	if arm := r.churned(released+1, 0); arm != 0 {
 		t.Fatalf("no burst since the release: armed for %d", arm)
 	}
 	r.moved += releaseJobs
-	if arm := r.churned(released + 100); arm != released+releaseGapMs {
+	if arm := r.churned(released+100, 0); arm != released+releaseGapMs {
 		t.Fatalf("a second burst armed for %d, want %d (releaseGapMs after the first)", arm, released+releaseGapMs)
 	}
-	if kind, _ := r.tick(released + releaseGapMs); kind != releaseBurst {
+	if kind, _ := r.tick(released+releaseGapMs, 0); kind != releaseBurst {
 		t.Fatalf("the second burst, quiet: release %v", kind)
 	}
 }
@@ -219,4 +219,55 @@ func TestEnqueuedBurstReleasesMemory(t *testing.T) {
 	if len(out.releases) != 1 || out.flushes[0] {
 		t.Fatalf("releases %v (flushes %v), want one without a flush", out.releases, out.flushes)
 	}
+}
+
+// TestBurstReleaseRules checks the rest of the burst rules: a trickle of
+// jobs after a burst still lets it be released; with many jobs held, a
+// burst must move a quarter of them; and a follow-up release that fell due
+// while a burst kept moving comes once, covering the burst, rather than
+// twice back to back.
+func TestBurstReleaseRules(t *testing.T) {
+	t.Run("trickle", func(t *testing.T) {
+		var r memoryRelease
+		r.moved = releaseJobs
+		at := r.churned(1000, 0)
+		r.moved += 3 // three jobs in the quiet period
+		if kind, _ := r.tick(at, 0); kind != releaseBurst {
+			t.Fatalf("a trickle after the burst: release %v, want the burst's", kind)
+		}
+	})
+	t.Run("large", func(t *testing.T) {
+		var r memoryRelease
+		const live = 1_000_000
+		r.moved = live/4 - 1
+		if arm := r.churned(1000, live); arm != 0 {
+			t.Fatalf("%d moved of %d held: armed for %d", r.moved, live, arm)
+		}
+		r.moved++
+		if arm := r.churned(1000, live); arm == 0 {
+			t.Fatalf("a quarter of %d moved: not armed", live)
+		}
+	})
+	t.Run("overdue follow-up", func(t *testing.T) {
+		var r memoryRelease
+		r.released(1000)
+		r.follow = 1000 + releaseFollowMs
+		r.moved = releaseJobs
+		at := r.churned(1000, 0)
+		var kinds []releaseKind
+		for now := at; now != 0 && len(kinds) < 10; {
+			if now < r.follow {
+				r.moved += releaseJobs // moving until the follow-up is due
+			}
+			kind, next := r.tick(now, 0)
+			if kind != releaseNone {
+				kinds = append(kinds, kind)
+				r.released(now)
+			}
+			now = next
+		}
+		if len(kinds) != 1 || kinds[0] != releaseFollow {
+			t.Fatalf("releases %v, want the follow-up alone", kinds)
+		}
+	})
 }

@@ -107,6 +107,20 @@ func (s *orderedSet[T]) ReplaceOrInsert(item T) (old T, replaced bool) {
 		s.chunks[ci] = insertAt(c, i, item)
 		return old, false
 	}
+	if i >= orderedChunk*3/4 {
+		// full, and the item goes near its end: most likely one of a run
+		// of items arriving in order ahead of a few newer ones (a backlog
+		// loading while new jobs are enqueued). Split where it goes: the
+		// left chunk stays full, and the rest of the run fills the right
+		// one, where halves would leave every chunk of the run half empty.
+		right := make([]T, orderedChunk-i, orderedChunk-i+1)
+		copy(right, c[i:])
+		clear(c[i+1:])
+		c[i] = item
+		s.chunks[ci] = c[:i+1]
+		s.chunks = insertAt(s.chunks, ci+1, right)
+		return old, false
+	}
 	// full: split in two halves and insert into the half it belongs to
 	half := orderedChunk / 2
 	right := make([]T, orderedChunk-half, orderedChunk-half+1)

@@ -148,6 +148,34 @@ func TestOrderedSetFillsChunksOnAppend(t *testing.T) {
 	}
 }
 
+// TestOrderedSetFillsChunksBeforeATail: items arriving in order just below
+// a few greater ones (a backlog loading while newer jobs are enqueued)
+// still fill their chunks, rather than leaving each half empty.
+func TestOrderedSetFillsChunksBeforeATail(t *testing.T) {
+	s := newOrderedSet(func(a, b int) bool { return a < b })
+	const n = 100 * orderedChunk
+	for i := range 3 {
+		s.ReplaceOrInsert(n + i) // the newer items
+	}
+	for i := range n {
+		s.ReplaceOrInsert(i)
+	}
+	if len(s.chunks) > 102 {
+		t.Fatalf("%d chunks for %d items inserted in order before 3 greater ones, want at most 102", len(s.chunks), n+3)
+	}
+	prev := -1
+	s.Ascend(func(v int) bool {
+		if v <= prev {
+			t.Fatalf("%d after %d", v, prev)
+		}
+		prev = v
+		return true
+	})
+	if s.Len() != n+3 || prev != n+2 {
+		t.Fatalf("%d items up to %d, want %d up to %d", s.Len(), prev, n+3, n+2)
+	}
+}
+
 func BenchmarkOrderedSetFIFO(b *testing.B) {
 	s := newOrderedSet(func(a, b int) bool { return a < b })
 	for i := range 10000 {

@@ -584,9 +584,12 @@ func (e *queueCore) coldRuns(queues, types []string, pivot protocol.IDKey, desc 
 	if e.jobs.cold.len() == 0 {
 		return nil
 	}
-	keep := func(k protocol.IDKey) bool {
-		c, ok := e.jobs.cold.lookup(k)
-		return ok && (len(types) == 0 || inSortedList(types, c.kind.Value().typ))
+	keep := func() func(protocol.IDKey) bool { // one per run, whose keys come in order
+		f := &coldFinger{t: &e.jobs.cold, desc: desc}
+		return func(k protocol.IDKey) bool {
+			c, ok := f.find(k)
+			return ok && (len(types) == 0 || inSortedList(types, c.kind.Value().typ))
+		}
 	}
 	var runs []idCursor
 	if len(queues) == 0 {
