@@ -412,7 +412,8 @@ func TestPhaseReportLines(t *testing.T) {
 	rep := &Report{
 		Parked: &ParkedReport{Budgets: 8192, HeldPerBudget: 10, ParkedPerBudget: 100, ParkedJobs: 819200, ParkedExpected: 819200,
 			Reached: true, RSS0MiB: 20, RSS1MiB: 60, BytesPerBudget: 5120, BytesPerParkedJob: 300},
-		Backlog: &BacklogReport{Restarted: true, StartupS: 1.25, RSSServingMiB: 512.5},
+		Backlog: &BacklogReport{Restarted: true, StartupS: 1.25, RSSServingMiB: 512.5,
+			RSSSettledMiB: 140.5, RSSSettledAnonMiB: 100.25, RSSSettledFileMiB: 40.25},
 	}
 	var b bytes.Buffer
 	rep.writeText(&b)
@@ -420,7 +421,7 @@ func TestPhaseReportLines(t *testing.T) {
 		"parked                     budgets=8192 held_per_budget=10 parked_per_budget=100 held_jobs=0 parked_jobs=819200 expected=819200 reached=true",
 		"parked.bytes               per_budget=5120 per_in_flight_job=0 per_parked_job=300",
 		"backlog.restart            startup_s=1.250 ",
-		"backlog.rss_mib            loaded=0.0 (anon=0.0 file=0.0) serving=512.5 ",
+		"backlog.rss_mib            loaded=0.0 (anon=0.0 file=0.0) settled=140.5 (anon=100.2 file=40.2) serving=512.5 ",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
