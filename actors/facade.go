@@ -38,7 +38,7 @@ func (c EngineConfig) WithDefaults() EngineConfig {
 		c.Random = rand.Float64
 	}
 	if c.PayloadCacheBytes == 0 {
-		c.PayloadCacheBytes = 16 << 20
+		c.PayloadCacheBytes = 8 << 20
 	}
 	if c.GroupMinJobs == 0 {
 		c.GroupMinJobs = persistence.DefaultGroupFrom

@@ -37,8 +37,8 @@ type EngineConfig struct {
 	// Random returns a uniform float in [0, 1) for backoff jitter.
 	Random func() float64
 	// PayloadCacheBytes bounds the memory that keeping payloads of
-	// unfinished jobs costs (default 16 MiB): each kept payload counts its
-	// bytes and the ~280 bytes its job then costs more (cachedJobBytes).
+	// unfinished jobs costs (default 8 MiB): each kept payload counts its
+	// bytes and the ~290 bytes its job then costs more (cachedJobBytes).
 	// A job enqueued while there is room keeps its payload in memory until
 	// it finishes; beyond it, only the store has it, read when the job is
 	// written to its stream (Engine.LoadPayloads). Negative: none is kept.

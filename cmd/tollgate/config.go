@@ -224,7 +224,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		HeartbeatInterval:   3 * time.Second,
 		StreamStallTimeout:  60 * time.Second,
 		StreamBufferLimit:   4 << 20,
-		PayloadCacheSize:    16 << 20,
+		PayloadCacheSize:    8 << 20,
 		GroupCacheSize:      64 << 20,
 		GlobalInFlightLimit: 1024,
 		DefaultRetryLimit:   25,

@@ -44,7 +44,7 @@ func TestStreamStallFlags(t *testing.T) {
 func TestCacheSizeFlags(t *testing.T) {
 	cfg, err := parseServe(nil, io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, int64(16<<20), cfg.PayloadCacheSize)
+	require.Equal(t, int64(8<<20), cfg.PayloadCacheSize)
 	require.Equal(t, int64(64<<20), cfg.GroupCacheSize)
 
 	t.Setenv("TOLLGATE_GROUP_CACHE_SIZE", "8MiB")
