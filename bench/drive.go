@@ -48,7 +48,7 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 	var workers, producers sync.WaitGroup
 	var drainStart time.Duration // many-budgets: the workers' release
 	var drainPeak sync.WaitGroup // backlog: samplePeak
-	var peakRSS atomic.Int64
+	var peakRSS atomic.Pointer[procSample]
 	startWorkers := func() {
 		res.workStart = r.now()
 		for i := range cfg.Workers {
@@ -147,7 +147,10 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 			if d, ok := proc.loadedAfter(); ok {
 				b.LoadedS = round3(d.Seconds())
 			}
-			b.PeakRSSDrainMiB = mib(peakRSS.Load())
+			if p := peakRSS.Load(); p != nil {
+				b.PeakRSSDrainMiB = mib(p.rss)
+				b.PeakRSSDrainAnonMiB, b.PeakRSSDrainFileMiB = mib(p.rssAnon), mib(p.rssFile)
+			}
 			if s, ok := proc.sample(); ok {
 				b.PeakRSSRestartedMiB = mib(s.peakRSS)
 			}
@@ -240,15 +243,17 @@ func (r *runner) settle(ctx context.Context, proc *serverProc, b *BacklogReport)
 	}
 }
 
-// samplePeak keeps in peak the largest VmRSS of the server, read every
-// 100 ms until ctx ends: the peak of one phase, which VmHWM (the peak since
-// the process started) cannot give.
-func (r *runner) samplePeak(ctx context.Context, proc *serverProc, peak *atomic.Int64) {
+// samplePeak keeps in peak the sample of the largest VmRSS of the server,
+// read every 100 ms until ctx ends: the peak of one phase, which VmHWM (the
+// peak since the process started) cannot give, and how it splits.
+func (r *runner) samplePeak(ctx context.Context, proc *serverProc, peak *atomic.Pointer[procSample]) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if s, ok := proc.sample(); ok && s.rss > peak.Load() {
-			peak.Store(s.rss)
+		if s, ok := proc.sample(); ok {
+			if p := peak.Load(); p == nil || s.rss > p.rss {
+				peak.Store(&s)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -166,12 +166,16 @@ type BacklogReport struct {
 	RSSLoadedFileMiB float64 `json:"rss_loaded_file_mib,omitempty"`
 	// RSSSettledMiB is the lowest VmRSS read every 250 ms over
 	// --settle-wait after the preload (0: not read), split as read then.
-	RSSSettledMiB       float64 `json:"rss_settled_mib,omitempty"`
-	RSSSettledAnonMiB   float64 `json:"rss_settled_anon_mib,omitempty"`
-	RSSSettledFileMiB   float64 `json:"rss_settled_file_mib,omitempty"`
-	RSSServingMiB       float64 `json:"rss_serving_mib,omitempty"`
-	PeakRSSStartupMiB   float64 `json:"peak_rss_startup_mib,omitempty"`
-	PeakRSSDrainMiB     float64 `json:"peak_rss_drain_mib,omitempty"`
+	RSSSettledMiB     float64 `json:"rss_settled_mib,omitempty"`
+	RSSSettledAnonMiB float64 `json:"rss_settled_anon_mib,omitempty"`
+	RSSSettledFileMiB float64 `json:"rss_settled_file_mib,omitempty"`
+	RSSServingMiB     float64 `json:"rss_serving_mib,omitempty"`
+	PeakRSSStartupMiB float64 `json:"peak_rss_startup_mib,omitempty"`
+	PeakRSSDrainMiB   float64 `json:"peak_rss_drain_mib,omitempty"`
+	// PeakRSSDrainAnonMiB and PeakRSSDrainFileMiB split PeakRSSDrainMiB
+	// as read at that moment.
+	PeakRSSDrainAnonMiB float64 `json:"peak_rss_drain_anon_mib,omitempty"`
+	PeakRSSDrainFileMiB float64 `json:"peak_rss_drain_file_mib,omitempty"`
 	PeakRSSRestartedMiB float64 `json:"peak_rss_restarted_mib,omitempty"`
 }
 
@@ -300,8 +304,8 @@ func (r *Report) writeText(w io.Writer) {
 		if b.Restarted {
 			line("backlog.restart", "startup_s=%.3f listening_s=%.3f enqueue_s=%.3f first_job_s=%.3f loaded_s=%.3f stop_s=%.3f disk_mib=%.1f",
 				b.StartupS, b.ListeningS, b.EnqueueS, b.FirstJobS, b.LoadedS, b.StopS, b.DiskMiB)
-			line("backlog.rss_mib", "loaded=%.1f (anon=%.1f file=%.1f) settled=%.1f (anon=%.1f file=%.1f) serving=%.1f peak_startup=%.1f peak_drain=%.1f peak_restarted=%.1f",
-				b.RSSLoadedMiB, b.RSSLoadedAnonMiB, b.RSSLoadedFileMiB, b.RSSSettledMiB, b.RSSSettledAnonMiB, b.RSSSettledFileMiB, b.RSSServingMiB, b.PeakRSSStartupMiB, b.PeakRSSDrainMiB, b.PeakRSSRestartedMiB)
+			line("backlog.rss_mib", "loaded=%.1f (anon=%.1f file=%.1f) settled=%.1f (anon=%.1f file=%.1f) serving=%.1f peak_startup=%.1f peak_drain=%.1f (anon=%.1f file=%.1f) peak_restarted=%.1f",
+				b.RSSLoadedMiB, b.RSSLoadedAnonMiB, b.RSSLoadedFileMiB, b.RSSSettledMiB, b.RSSSettledAnonMiB, b.RSSSettledFileMiB, b.RSSServingMiB, b.PeakRSSStartupMiB, b.PeakRSSDrainMiB, b.PeakRSSDrainAnonMiB, b.PeakRSSDrainFileMiB, b.PeakRSSRestartedMiB)
 		}
 		if b.RestartNote != "" {
 			line("backlog.restart", "%s", b.RestartNote)
