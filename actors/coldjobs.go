@@ -18,8 +18,8 @@ import (
 // enqueued while a backlog loads) and the set's chunks fill; jobs are
 // mostly served oldest first, so records mostly leave from the front.
 // Records that leave from the middle (one queue of several drained) leave
-// chunks at least a quarter full (orderedSet's merge rule), as the slab
-// that kept them before was packed once a quarter full.
+// chunks mostly at least a quarter full (orderedSet's merge rule), as the
+// slab that kept them before was packed once a quarter full.
 //
 // A cold job is in the ready index of its queue but in no ID index: a walk
 // of job IDs merges, beside the ID indexes, the ready index's runs of cold

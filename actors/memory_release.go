@@ -177,10 +177,8 @@ func (r *memoryRelease) tick(now uint64, live int) (releaseKind, uint64) {
 			r.armed = r.burstDue(now)
 			return releaseNone, r.armed
 		}
-		if r.follow != 0 {
-			r.armed = r.follow
-		}
-		return releaseBurst, r.armed
+		// no follow-up can be pending: it comes before the gap ends
+		return releaseBurst, 0
 	}
 	if r.follow != 0 {
 		r.armed = r.follow

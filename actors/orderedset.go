@@ -110,14 +110,17 @@ func (s *orderedSet[T]) ReplaceOrInsert(item T) (old T, replaced bool) {
 	if i >= orderedChunk*3/4 {
 		// full, and the item goes near its end: most likely one of a run
 		// of items arriving in order ahead of a few newer ones (a backlog
-		// loading while new jobs are enqueued). Split where it goes: the
-		// left chunk stays full, and the rest of the run fills the right
-		// one, where halves would leave every chunk of the run half empty.
-		right := make([]T, orderedChunk-i, orderedChunk-i+1)
-		copy(right, c[i:])
-		clear(c[i+1:])
-		c[i] = item
-		s.chunks[ci] = c[:i+1]
+		// loading while new jobs are enqueued). Split where it goes, the
+		// item first in the right chunk: the left one stays nearly full,
+		// and the rest of the run fills the right one, where halves would
+		// leave every chunk of the run half empty. (A run arriving in
+		// reverse order goes to the front of the right chunk and fills it
+		// too.)
+		right := make([]T, orderedChunk-i+1, orderedChunk-i+2)
+		right[0] = item
+		copy(right[1:], c[i:])
+		clear(c[i:])
+		s.chunks[ci] = c[:i]
 		s.chunks = insertAt(s.chunks, ci+1, right)
 		return old, false
 	}

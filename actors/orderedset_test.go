@@ -160,8 +160,8 @@ func TestOrderedSetFillsChunksBeforeATail(t *testing.T) {
 	for i := range n {
 		s.ReplaceOrInsert(i)
 	}
-	if len(s.chunks) > 102 {
-		t.Fatalf("%d chunks for %d items inserted in order before 3 greater ones, want at most 102", len(s.chunks), n+3)
+	if len(s.chunks) > 103 {
+		t.Fatalf("%d chunks for %d items inserted in order before 3 greater ones, want at most 103", len(s.chunks), n+3)
 	}
 	prev := -1
 	s.Ascend(func(v int) bool {
@@ -173,6 +173,28 @@ func TestOrderedSetFillsChunksBeforeATail(t *testing.T) {
 	})
 	if s.Len() != n+3 || prev != n+2 {
 		t.Fatalf("%d items up to %d, want %d up to %d", s.Len(), prev, n+3, n+2)
+	}
+}
+
+// TestOrderedSetFillsChunksInReverse: items arriving in reverse order
+// into the end of a full chunk (scheduled jobs made ready newest first, IDs
+// put back while a listing is paged newest first) fill chunks too, rather
+// than leaving one chunk per item.
+func TestOrderedSetFillsChunksInReverse(t *testing.T) {
+	s := newOrderedSet(func(a, b int) bool { return a < b })
+	for i := range orderedChunk - 1 {
+		s.ReplaceOrInsert(i)
+	}
+	const n = 20_000
+	s.ReplaceOrInsert(1 << 30) // a newer item closes the full chunk
+	for i := range n {
+		s.ReplaceOrInsert(1<<20 - i) // descending, between the two
+	}
+	if len(s.chunks) > n/32 {
+		t.Fatalf("%d chunks for %d items inserted in reverse order, want at most %d", len(s.chunks), s.Len(), n/32)
+	}
+	if s.Len() != orderedChunk+n {
+		t.Fatalf("%d items, want %d", s.Len(), orderedChunk+n)
 	}
 }
 
