@@ -352,7 +352,7 @@ func (a *queueActor) onLoadScanned(m *loadScanned, now uint64) {
 	// full collection: not worth it for a short queue)
 	if a.eng.jobs.len()+len(a.eng.terminal) >= a.eng.cfg.CompactFrom {
 		a.releaseMemory(false)
-		a.eng.collect.release.released(now) // the jobs loaded are no burst
+		a.eng.collect.release.loaded()
 	}
 }
 

@@ -18,8 +18,7 @@ import (
 // enqueued while a backlog loads) and the set's chunks fill; jobs are
 // mostly served oldest first, so records mostly leave from the front.
 // Records that leave from the middle (one queue of several drained) leave
-// chunks mostly at least a quarter full (orderedSet's merge rule), as the
-// slab that kept them before was packed once a quarter full.
+// chunks mostly at least a quarter full (orderedSet's merge rule).
 //
 // A cold job is in the ready index of its queue but in no ID index: a walk
 // of job IDs merges, beside the ID indexes, the ready index's runs of cold
@@ -77,6 +76,7 @@ type entryScratch struct {
 	q  queuedJob
 }
 
+// coldLess orders records by key.
 func coldLess(a, b coldJob) bool { return a.key.Less(b.key) }
 
 // coldTable is the cold jobs: their records in a set sorted by key.
@@ -139,7 +139,7 @@ type coldFinger struct {
 	t      *coldTable
 	desc   bool
 	c      setCursor[coldJob]
-	placed bool
+	placed bool // c was placed by a search
 }
 
 // coldFingerSteps is how many records a finger looks on before it searches.
@@ -176,6 +176,6 @@ func (f *coldFinger) find(k protocol.IDKey) (coldJob, bool) {
 }
 
 // each calls fn with every record, in key order, until it returns false.
-func (t *coldTable) each(fn func(*coldJob) bool) {
-	t.set.Ascend(func(c coldJob) bool { return fn(&c) })
+func (t *coldTable) each(fn func(coldJob) bool) {
+	t.set.Ascend(fn)
 }

@@ -78,7 +78,7 @@ func TestColdJobsAgainstAMap(t *testing.T) {
 			t.Fatalf("step %d: all() walked %d jobs, want %d", step, len(seen), len(model))
 		}
 		kinds := make(map[unique.Handle[jobKind]]int)
-		m.cold.each(func(c *coldJob) bool {
+		m.cold.each(func(c coldJob) bool {
 			kinds[c.kind]++
 			return true
 		})
@@ -138,7 +138,8 @@ func TestColdJobsAgainstAMap(t *testing.T) {
 }
 
 // TestOnlyPlainReadyJobsFreeze checks canFreeze: a job becomes cold only
-// when it is compact, ready, unbound, counted and referred to by nothing.
+// when it is compact, ready since its ID was minted, unbound, counted and
+// referred to by nothing.
 func TestOnlyPlainReadyJobsFreeze(t *testing.T) {
 	const now = 1_700_000_000_000
 	plain := func() *entry {

@@ -114,15 +114,15 @@ func (r *coldRun) skip() {
 
 // coldRuns are the runs of cold jobs that keep accepts in the ready jobs q
 // of one queue, one per priority, each from pivot on (desc: down from it);
-// keep makes each run's filter, which is given the run's keys in order.
-func coldRuns(q *queueReady, pivot protocol.IDKey, desc bool, keep func() func(protocol.IDKey) bool) []idCursor {
+// keepFor makes each run's filter, which is given the run's keys in order.
+func coldRuns(q *queueReady, pivot protocol.IDKey, desc bool, keepFor func() func(protocol.IDKey) bool) []idCursor {
 	at := readyKeyOf(pivot, false)
-	if pivot.Hi&coldBit != 0 { // above every ID: the end
+	if !mintedInEra(pivot) { // above every ready key: the end
 		at = readyKey{hi: ^uint64(coldBit), lo: ^uint64(0)}
 	}
 	var runs []idCursor
 	for _, ps := range q.prios {
-		r := &coldRun{c: ps.set.seek(at, desc), desc: desc, keep: keep()}
+		r := &coldRun{c: ps.set.seek(at, desc), desc: desc, keep: keepFor()}
 		if r.skip(); r.valid() {
 			runs = append(runs, r)
 		}

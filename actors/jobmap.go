@@ -228,7 +228,7 @@ func (m *jobMap) all() iter.Seq[*entry] {
 			}
 		}
 		var s entryScratch
-		m.cold.each(func(c *coldJob) bool {
+		m.cold.each(func(c coldJob) bool {
 			c.fillEntry(&s.en, &s.q)
 			return yield(&s.en)
 		})

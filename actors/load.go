@@ -18,10 +18,10 @@ func (e *queueCore) loadBudget(b protocol.Budget) {
 // are rewritten in batch. It returns whether the job was recovered from
 // in flight.
 func (e *queueCore) loadJob(now uint64, j *protocol.Job, ref persistence.Ref, batch *persistence.Batch) (recovered bool) {
-	if k, ok := protocol.ParseIDKey(j.ID); !ok || k.Hi&coldBit != 0 {
+	if k, ok := protocol.ParseIDKey(j.ID); !ok || !mintedInEra(k) {
 		// tollgate mints every ID from the clock; this one is damage (or
 		// dated past the year 6429), and the indexes could not order it
-		// (the ready index keeps a hint in that bit: readyKey)
+		// (the ready index keeps a hint in the top bit: readyKey)
 		e.log.Error("stored job with a malformed ID left out", "job_id", j.ID)
 		return false
 	}

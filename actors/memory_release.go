@@ -40,7 +40,7 @@ import (
 	"time"
 )
 
-// Release rules, in budgets collected and Unix ms.
+// Release rules, in budgets collected, jobs moved and Unix ms.
 const (
 	// releaseMin is the fewest collections a release is worth: one runs a
 	// full GC.
@@ -57,8 +57,12 @@ const (
 	releaseEvery = 1024
 	releaseGapMs = 10_000
 	// releaseJobs is the fewest jobs added or finished that make a burst
-	// worth a release.
+	// worth a release (releaseQuietMs and releaseGapMs apply to bursts
+	// too: the time between two looks, and between two releases).
 	releaseJobs = 65_536
+	// releaseTrickle is the most jobs that may move between two looks
+	// for a burst to count as quiet.
+	releaseTrickle = releaseJobs / 64
 )
 
 // memoryReleaser is implemented by an outbox that can hand freed memory
@@ -88,7 +92,8 @@ const (
 	releaseBurst               // a burst of jobs went quiet: FreeOSMemory
 )
 
-// memoryRelease decides when to release memory after collections; its
+// memoryRelease decides when to release memory after collections and
+// bursts of jobs; its
 // methods take the time and return what to do.
 type memoryRelease struct {
 	pending     uint64 // budgets collected since the last release
@@ -110,9 +115,9 @@ func (r *memoryRelease) burst(live int) bool {
 }
 
 // quiet reports whether next to no job moved since the last look: fewer
-// than releaseJobs/64, so that a trickle after a burst does not keep it
+// than releaseTrickle, so that a trickle after a burst does not keep it
 // from being released.
-func (r *memoryRelease) quiet() bool { return r.moved-r.movedSeen < releaseJobs/64 }
+func (r *memoryRelease) quiet() bool { return r.moved-r.movedSeen < releaseTrickle }
 
 // burstDue is the earliest a burst's release may come, at now: after a
 // quiet period, and releaseGapMs after the last release.
@@ -186,6 +191,10 @@ func (r *memoryRelease) tick(now uint64, live int) (releaseKind, uint64) {
 	}
 	return releaseNone, 0
 }
+
+// loaded notes that the release after the load covers the jobs it added:
+// they are no burst.
+func (r *memoryRelease) loaded() { r.movedAtRelease = r.moved }
 
 // released records a release at now.
 func (r *memoryRelease) released(now uint64) {

@@ -584,7 +584,7 @@ func (e *queueCore) coldRuns(queues, types []string, pivot protocol.IDKey, desc 
 	if e.jobs.cold.len() == 0 {
 		return nil
 	}
-	keep := func() func(protocol.IDKey) bool { // one per run, whose keys come in order
+	keepFor := func() func(protocol.IDKey) bool { // one per run, whose keys come in order
 		f := &coldFinger{t: &e.jobs.cold, desc: desc}
 		return func(k protocol.IDKey) bool {
 			c, ok := f.find(k)
@@ -594,13 +594,13 @@ func (e *queueCore) coldRuns(queues, types []string, pivot protocol.IDKey, desc 
 	var runs []idCursor
 	if len(queues) == 0 {
 		for _, s := range e.ready.byQueue {
-			runs = append(runs, coldRuns(s, pivot, desc, keep)...)
+			runs = append(runs, coldRuns(s, pivot, desc, keepFor)...)
 		}
 		return runs
 	}
 	for _, q := range queues {
 		if s := e.ready.byQueue[q]; s != nil {
-			runs = append(runs, coldRuns(s, pivot, desc, keep)...)
+			runs = append(runs, coldRuns(s, pivot, desc, keepFor)...)
 		}
 	}
 	return runs

@@ -36,12 +36,14 @@ func readyLess(a, b readyItem) bool {
 
 // readyKey is a ready job's key in its priority's set: the ID's key, 16
 // bytes, with the cold hint (readyItem.cold) in the top bit of Hi, which
-// no SCRU128 ID sets (its 48-bit timestamp reaches it in the year 6429).
+// no ID minted before the year 6429 sets (mintedInEra).
 type readyKey struct{ hi, lo uint64 }
 
 // coldBit is the cold hint's bit in readyKey.hi.
 const coldBit = 1 << 63
 
+// readyKeyOf is the ready key of k (whose top bit is clear: mintedInEra)
+// with the cold hint.
 func readyKeyOf(k protocol.IDKey, cold bool) readyKey {
 	r := readyKey{hi: k.Hi &^ coldBit, lo: k.Lo}
 	if cold {
@@ -50,9 +52,19 @@ func readyKeyOf(k protocol.IDKey, cold bool) readyKey {
 	return r
 }
 
+// key is the ID's key.
 func (r readyKey) key() protocol.IDKey { return protocol.IDKey{Hi: r.hi &^ coldBit, Lo: r.lo} }
-func (r readyKey) cold() bool          { return r.hi&coldBit != 0 }
 
+// cold is the cold hint.
+func (r readyKey) cold() bool { return r.hi&coldBit != 0 }
+
+// mintedInEra reports whether k's top bit is clear, as in every ID minted
+// before the year 6429: only such keys go in the ready index (the load
+// leaves other stored IDs out).
+func mintedInEra(k protocol.IDKey) bool { return k.Hi&coldBit == 0 }
+
+// readyKeyLess orders ready keys by ID, ignoring the cold hint, so that a
+// key is found (Update, Delete) whatever its hint.
 func readyKeyLess(a, b readyKey) bool {
 	ah, bh := a.hi&^coldBit, b.hi&^coldBit
 	return ah < bh || (ah == bh && a.lo < b.lo)
@@ -69,7 +81,7 @@ type prioritySet struct {
 // no priority beside its key.
 type queueReady struct {
 	prios []prioritySet
-	n     int
+	n     int // items in all of prios
 }
 
 // of returns the set of priority p, made if create, and its place.
@@ -97,16 +109,6 @@ func (q *queueReady) Min() (readyItem, bool) {
 	first := q.prios[0]
 	k, _ := first.set.Min()
 	return readyItem{key: k.key(), priority: first.priority, cold: k.cold()}, true
-}
-
-// Get returns the item equal to it.
-func (q *queueReady) Get(it readyItem) (readyItem, bool) {
-	set, _ := q.of(it.priority, false)
-	if set == nil {
-		return readyItem{}, false
-	}
-	k, ok := set.Get(readyKeyOf(it.key, false))
-	return readyItem{key: k.key(), priority: it.priority, cold: k.cold()}, ok
 }
 
 // readyIndex holds the ready jobs of every queue in (priority, id) order:

@@ -15,7 +15,12 @@ func (r *readyIndex) get(it readyItem, queue string) (readyItem, bool) {
 	if q == nil {
 		return readyItem{}, false
 	}
-	return q.Get(it)
+	set, _ := q.of(it.priority, false)
+	if set == nil {
+		return readyItem{}, false
+	}
+	k, ok := set.Get(readyKeyOf(it.key, false))
+	return readyItem{key: k.key(), priority: it.priority, cold: k.cold()}, ok
 }
 
 // violation checks the ready index's own bookkeeping: heads holds exactly

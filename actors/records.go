@@ -56,8 +56,8 @@ const idStringBytes = 32
 
 // payloadCost is what keeping payload p costs the payload cache: its bytes
 // and cachedJobBytes, so that the cache's bound holds for small payloads
-// too (16 MiB of 10-byte payloads would otherwise keep 1.6 million whole
-// jobs, 400 MiB).
+// too (8 MiB of 10-byte payloads would otherwise keep 0.8 million whole
+// jobs, ~230 MiB).
 func payloadCost(p []byte) int {
 	if p == nil {
 		return 0
