@@ -168,10 +168,10 @@ func (r *runner) drive(ctx context.Context, proc *serverProc, sigs <-chan os.Sig
 // a million jobs by default, before it listens.
 const backlogListenTimeout = 5 * time.Minute
 
-// restartLoaded stops the server that holds the preloaded backlog with
-// SIGTERM and starts it again on the same root directory, timing the
-// start-up and reading its RSS as soon as it serves. Against an external
-// server it only says so.
+// restartLoaded reads the RSS of the server that holds the preloaded
+// backlog (and again over --settle-wait), stops it with SIGTERM and starts
+// it again on the same root directory, timing the start-up and reading its
+// RSS as soon as it serves. Against an external server it only says so.
 func (r *runner) restartLoaded(ctx context.Context, proc *serverProc, b *BacklogReport) {
 	if proc == nil {
 		b.RestartNote = "skipped: external server (--url); start-up time and RSS not measured"

@@ -152,8 +152,9 @@ type BacklogReport struct {
 	LoadedS   float64 `json:"loaded_s,omitempty"`
 	// workersAfterS: exec -> the drain's workers were started.
 	workersAfterS float64
-	// Server RSS in MiB: before the stop, holding the backlog
-	// (RSSLoadedMiB); right after the restarted server first answered
+	// Server RSS in MiB: right after the preload, holding the backlog
+	// (RSSLoadedMiB; then the settle wait, RSSSettledMiB, before the
+	// stop); right after the restarted server first answered
 	// /health, before any worker (RSSServingMiB), with its VmHWM then
 	// (PeakRSSStartupMiB); the largest VmRSS read every 100 ms while
 	// draining (PeakRSSDrainMiB); the restarted process's VmHWM at the
