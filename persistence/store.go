@@ -57,6 +57,10 @@ type Config struct {
 	// GroupCacheBytes bounds the decoded job groups kept for payload reads
 	// (default 64 MiB; negative: none).
 	GroupCacheBytes int
+	// MappedTableBytes bounds the resident pages of the tables badger
+	// maps: past it they are paged out (mapped.go; default 64 MiB;
+	// negative: never).
+	MappedTableBytes int
 	// MaxGroupBytes bounds one group commit (default 4 MiB).
 	MaxGroupBytes int
 	// GCInterval is the value-log GC period (default 5 minutes).
@@ -125,6 +129,9 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if cfg.GCInterval <= 0 {
 		cfg.GCInterval = 5 * time.Minute
+	}
+	if cfg.MappedTableBytes == 0 {
+		cfg.MappedTableBytes = mappedTableBytes
 	}
 	if cfg.SlowCommit == 0 {
 		cfg.SlowCommit = time.Second
@@ -209,6 +216,10 @@ func Open(cfg Config) (*Store, error) {
 		s.wg.Add(2)
 		go s.gcLoop()
 		go s.spaceLoop()
+		if s.cfg.MappedTableBytes > 0 {
+			s.wg.Add(1)
+			go s.mappedLoop()
+		}
 	}
 	return s, nil
 }

@@ -38,17 +38,20 @@ type serveConfig struct {
 	// memory costs, and GroupCacheSize the decoded job groups the store
 	// keeps for payload reads (bytes; 0 = none).
 	PayloadCacheSize, GroupCacheSize int64
-	GlobalInFlightLimit              int
-	DefaultRetryLimit                uint32
-	BackoffBase                      time.Duration
-	BackoffExponent                  float64
-	BackoffJitter                    time.Duration
-	CompletedRetention               time.Duration
-	DeadRetention                    time.Duration
-	ReaperInterval                   time.Duration
-	DefaultCommitMode                persistence.CommitMode
-	EnqueueCommitMode                persistence.CommitMode
-	MaxBudgets                       int
+	// MappedTableLimit bounds the resident pages of the store's mapped
+	// tables before they are paged out (bytes; 0 = never page out).
+	MappedTableLimit    int64
+	GlobalInFlightLimit int
+	DefaultRetryLimit   uint32
+	BackoffBase         time.Duration
+	BackoffExponent     float64
+	BackoffJitter       time.Duration
+	CompletedRetention  time.Duration
+	DeadRetention       time.Duration
+	ReaperInterval      time.Duration
+	DefaultCommitMode   persistence.CommitMode
+	EnqueueCommitMode   persistence.CommitMode
+	MaxBudgets          int
 	// DefaultJobTimeout fails a job in flight longer than this when it
 	// sets no timeout_ms (SPEC §10.5; default 0 = never).
 	DefaultJobTimeout time.Duration
@@ -226,6 +229,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		StreamBufferLimit:   4 << 20,
 		PayloadCacheSize:    8 << 20,
 		GroupCacheSize:      64 << 20,
+		MappedTableLimit:    64 << 20,
 		GlobalInFlightLimit: 1024,
 		DefaultRetryLimit:   25,
 		BackoffBase:         15 * time.Second,
@@ -293,6 +297,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	def("payload-cache-size", "TOLLGATE_PAYLOAD_CACHE_SIZE", "memory for payloads of unfinished jobs, bytes (or KiB, MiB, GiB); beyond it payloads are read from the store; 0 = none")
 	fs.Var(byteSizeValue{&cfg.GroupCacheSize}, "group-cache-size", "")
 	def("group-cache-size", "TOLLGATE_GROUP_CACHE_SIZE", "memory for decoded job groups the store keeps for payload reads, bytes (or KiB, MiB, GiB); 0 = none")
+	fs.Var(byteSizeValue{&cfg.MappedTableLimit}, "mapped-table-limit", "")
+	def("mapped-table-limit", "TOLLGATE_MAPPED_TABLE_LIMIT", "resident pages of the store's memory-mapped table files past which they are paged out (checked every second; Linux), bytes (or KiB, MiB, GiB); 0 = never")
 	fs.IntVar(&cfg.GlobalInFlightLimit, "global-in-flight-limit", cfg.GlobalInFlightLimit, "")
 	fs.IntVar(&cfg.GlobalInFlightLimit, "l", cfg.GlobalInFlightLimit, "")
 	def("global-in-flight-limit", "TOLLGATE_GLOBAL_IN_FLIGHT_LIMIT", "server-wide in-flight cap (-l); 0 = none")
@@ -408,6 +414,8 @@ func (c *serveConfig) validate() error {
 		return errorf("invalid --payload-cache-size %d: must be from 0 to 2GiB", c.PayloadCacheSize)
 	case c.GroupCacheSize < 0 || c.GroupCacheSize > math.MaxInt32:
 		return errorf("invalid --group-cache-size %d: must be from 0 to 2GiB", c.GroupCacheSize)
+	case c.MappedTableLimit < 0 || c.MappedTableLimit > math.MaxInt32:
+		return errorf("invalid --mapped-table-limit %d: must be from 0 to 2GiB", c.MappedTableLimit)
 	}
 	for _, o := range c.AllowOrigins {
 		if err := checkOrigin(o); err != nil {

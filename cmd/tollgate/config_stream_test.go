@@ -46,6 +46,7 @@ func TestCacheSizeFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(8<<20), cfg.PayloadCacheSize)
 	require.Equal(t, int64(64<<20), cfg.GroupCacheSize)
+	require.Equal(t, int64(64<<20), cfg.MappedTableLimit)
 
 	t.Setenv("TOLLGATE_GROUP_CACHE_SIZE", "8MiB")
 	cfg, err = parseServe([]string{"--payload-cache-size", "0"}, io.Discard)

@@ -167,7 +167,7 @@ func serve(ctx context.Context, cfg *serveConfig, stdout io.Writer) error {
 		slowCommit = -1 // never
 	}
 	store, err := persistence.Open(persistence.Config{Dir: filepath.Join(rootDir, "data"), Logger: log.With("component", "store"), SlowCommit: slowCommit,
-		GroupCacheBytes: cacheBound(cfg.GroupCacheSize)})
+		GroupCacheBytes: cacheBound(cfg.GroupCacheSize), MappedTableBytes: cacheBound(cfg.MappedTableLimit)})
 	if err != nil {
 		return err
 	}
