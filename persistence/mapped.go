@@ -13,10 +13,10 @@ import (
 // the server's resident set: at 10 million queued jobs, 639 MiB of mapped
 // tables while it loaded and drained after a restart, beside 706 MiB of
 // heap. So every mappedCheckInterval the store counts the pages of its
-// tables' mappings in memory, and once they pass Config.MappedTableBytes it
-// asks the kernel to page them out (madvise MADV_PAGEOUT: the pages are
-// written back if dirty and dropped; a later read faults them in from the
-// file). MADV_PAGEOUT never destroys data, so a range badger unmapped and
+// tables' mappings present in its page tables, and once they pass
+// Config.MappedTableBytes it asks the kernel to page them out (madvise
+// MADV_PAGEOUT: clean pages are dropped, dirty ones left; a later read
+// faults them in from the file). MADV_PAGEOUT never destroys data, so a range badger unmapped and
 // something else mapped between the two steps is at worst paged out too
 // (MADV_DONTNEED would zero it). Linux only; elsewhere nothing is done.
 
