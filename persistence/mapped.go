@@ -48,18 +48,8 @@ func tableDir(dir string) string {
 // mappedLoop pages the tables out whenever their resident pages pass the
 // bound, until the store stops.
 func (s *Store) mappedLoop() {
-	defer s.wg.Done()
 	dir := tableDir(s.cfg.Dir)
-	t := time.NewTicker(mappedCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		s.pageOutTablesOver(dir, int64(s.cfg.MappedTableBytes))
-	}
+	s.every(mappedCheckInterval, func() { s.pageOutTablesOver(dir, int64(s.cfg.MappedTableBytes)) })
 }
 
 // pageOutTablesOver pages out the tables mapped from dir if their resident

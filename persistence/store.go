@@ -537,17 +537,26 @@ func (s *Store) apply(group []*commit) error {
 	return nil
 }
 
+// gcLoop collects the value log every GCInterval until the store stops.
 func (s *Store) gcLoop() {
+	s.every(s.cfg.GCInterval, func() {
+		for s.db.RunValueLogGC(0.5) == nil {
+		}
+	})
+}
+
+// every runs fn every interval until the store stops; it is the body of
+// one of the store's goroutines (s.wg).
+func (s *Store) every(interval time.Duration, fn func()) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.GCInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-			for s.db.RunValueLogGC(0.5) == nil {
-			}
+			fn()
 		}
 	}
 }
