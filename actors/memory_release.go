@@ -93,8 +93,7 @@ const (
 )
 
 // memoryRelease decides when to release memory after collections and
-// bursts of jobs; its
-// methods take the time and return what to do.
+// bursts of jobs; its methods take the time and return what to do.
 type memoryRelease struct {
 	pending     uint64 // budgets collected since the last release
 	lastCollect uint64 // the last collection
@@ -119,8 +118,14 @@ func (r *memoryRelease) burst(live int) bool {
 // from being released.
 func (r *memoryRelease) quiet() bool { return r.moved-r.movedSeen < releaseTrickle }
 
+// burstGapOver reports whether a burst may be released at now: none was
+// yet, or releaseGapMs passed since the last release.
+func (r *memoryRelease) burstGapOver(now uint64) bool {
+	return r.lastRelease == 0 || now >= addMs(r.lastRelease, releaseGapMs)
+}
+
 // burstDue is the earliest a burst's release may come, at now: after a
-// quiet period, and releaseGapMs after the last release.
+// quiet period, and once burstGapOver.
 func (r *memoryRelease) burstDue(now uint64) uint64 {
 	due := addMs(now, releaseQuietMs)
 	if r.lastRelease != 0 {
@@ -177,7 +182,7 @@ func (r *memoryRelease) tick(now uint64, live int) (releaseKind, uint64) {
 	}
 	if r.burst(live) {
 		// the last look was releaseQuietMs ago (or more)
-		if !r.quiet() || (r.lastRelease != 0 && now < addMs(r.lastRelease, releaseGapMs)) {
+		if !r.quiet() || !r.burstGapOver(now) {
 			r.movedSeen = r.moved
 			r.armed = r.burstDue(now)
 			return releaseNone, r.armed
