@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"math"
 	"unique"
 
 	"github.com/tollgate/tollgate/persistence"
@@ -10,7 +11,7 @@ import (
 // Cold jobs. Most jobs of a backlog are plain, ready and unbound, and wait
 // with nothing pointing at them but their key in the ready index and the
 // ID indexes. Such a job needs no entry: the job table keeps it as a cold
-// record of 40 bytes (its compact form and where the store keeps it) in a
+// record of 32 bytes (its compact form and where the store keeps it) in a
 // set sorted by key, found by binary search. Where a compact waiting job
 // cost an entry, its queuedJob and a pointer slot of the table (64 + 48 +
 // ~18 bytes), a cold one costs its record. Jobs are minted and loaded in
@@ -35,39 +36,34 @@ import (
 // states, and it became ready when its ID was minted (the record keeps no
 // ready time: it is the ID's; a job scheduled or retried stays an entry).
 
-// coldJob is a cold job's record: the fields of its queuedJob (its status
-// is ready, its bindings none, its ready time its ID's) and its
-// persistence.Ref, packed.
+// coldJob is a cold job's record, 32 bytes: the fields of its queuedJob
+// (its status is ready, its bindings none, its ready time its ID's; its
+// type and queue the table's kind number) and its persistence.Ref, packed.
 type coldJob struct {
 	key      protocol.IDKey
-	kind     unique.Handle[jobKind]
 	group    *persistence.Group
-	attempts uint32
+	kind     uint32 // coldTable.kinds' index
 	priority uint16
-	flags    queuedFlags
-	refBits  uint8
+	attempts uint8
+	// bits: the queuedFlags in the low four bits, the Ref's packed bits in
+	// the high four
+	bits uint8
 }
 
-// canFreeze reports whether en may become cold (see above).
+// canFreeze reports whether en may become cold (see above): a job retried
+// more than a byte counts, or with flags past four bits, stays an entry.
 func canFreeze(en *entry) bool {
 	return en.jb == nil && en.q.budgets == nil && en.q.flags&queuedScheduled == 0 &&
-		en.q.readyAt == en.q.key.Millis() &&
+		en.q.readyAt == en.q.key.Millis() && en.q.attempts <= math.MaxUint8 && en.q.flags < 1<<4 &&
 		en.state == stReady && en.flags == entryCounted &&
 		en.stream == nil && en.resv == nil && en.parkedOn == (unique.Handle[string]{}) && en.slot == 0
 }
 
-// coldOf is the cold record of en (canFreeze(en)).
-func coldOf(en *entry) coldJob {
-	g, bits := en.ref.Packed()
-	q := en.q
-	return coldJob{key: q.key, kind: q.kind, group: g, attempts: q.attempts,
-		priority: q.priority, flags: q.flags, refBits: bits}
-}
-
-// fillEntry sets en, with q as its compact form, to the entry c was made of.
-func (c *coldJob) fillEntry(en *entry, q *queuedJob) {
-	*q = queuedJob{key: c.key, kind: c.kind, readyAt: c.key.Millis(), attempts: c.attempts, priority: c.priority, flags: c.flags}
-	*en = entry{q: q, ref: persistence.UnpackRef(c.group, c.refBits), state: stReady, flags: entryCounted}
+// fill sets en, with q as its compact form, to the entry c was made of.
+func (t *coldTable) fill(c coldJob, en *entry, q *queuedJob) {
+	*q = queuedJob{key: c.key, kind: t.kindOf(c), readyAt: c.key.Millis(), attempts: uint32(c.attempts),
+		priority: c.priority, flags: queuedFlags(c.bits & 0x0f)}
+	*en = entry{q: q, ref: persistence.UnpackRef(c.group, c.bits>>4), state: stReady, flags: entryCounted}
 }
 
 // entryScratch is where a cold job is read without thawing it.
@@ -79,16 +75,70 @@ type entryScratch struct {
 // coldLess orders records by key.
 func coldLess(a, b coldJob) bool { return a.key.Less(b.key) }
 
-// coldTable is the cold jobs: their records in a set sorted by key.
+// coldTable is the cold jobs: their records in a set sorted by key, and
+// the (type, queue) pairs they are of, numbered: a record keeps a pair's
+// 4-byte number where a handle would take 8.
 type coldTable struct {
 	set orderedSet[coldJob]
-	// kinds counts the records per (type, queue): the counts by type that
-	// the ID indexes, which do not hold cold jobs, cannot give
-	kinds map[unique.Handle[jobKind]]int
+	// kinds are the pairs by number, each with the count of its records
+	// (the counts by type that the ID indexes, which do not hold cold jobs,
+	// cannot give); a pair with none is free for another (in free)
+	kinds   []coldKind
+	kindNum map[unique.Handle[jobKind]]uint32
+	free    []uint32
+}
+
+// coldKind is a (type, queue) pair of the cold jobs and how many are of it.
+type coldKind struct {
+	kind unique.Handle[jobKind]
+	n    int
 }
 
 // len is the number of cold jobs.
 func (t *coldTable) len() int { return t.set.Len() }
+
+// kindOf is the (type, queue) pair of record c.
+func (t *coldTable) kindOf(c coldJob) unique.Handle[jobKind] { return t.kinds[c.kind].kind }
+
+// eachKind calls fn with every pair of the cold jobs and how many are of it.
+func (t *coldTable) eachKind(fn func(kind unique.Handle[jobKind], n int)) {
+	for _, k := range t.kinds {
+		if k.n > 0 {
+			fn(k.kind, k.n)
+		}
+	}
+}
+
+// countKind counts one more record of kind and returns its number.
+func (t *coldTable) countKind(kind unique.Handle[jobKind]) uint32 {
+	if i, ok := t.kindNum[kind]; ok {
+		t.kinds[i].n++
+		return i
+	}
+	if t.kindNum == nil {
+		t.kindNum = make(map[unique.Handle[jobKind]]uint32)
+	}
+	var i uint32
+	if n := len(t.free); n > 0 {
+		i, t.free = t.free[n-1], t.free[:n-1]
+		t.kinds[i] = coldKind{kind: kind, n: 1}
+	} else {
+		i = uint32(len(t.kinds))
+		t.kinds = append(t.kinds, coldKind{kind: kind, n: 1})
+	}
+	t.kindNum[kind] = i
+	return i
+}
+
+// uncountKind counts one record of number i less; a pair with none left
+// frees its number.
+func (t *coldTable) uncountKind(i uint32) {
+	if t.kinds[i].n--; t.kinds[i].n == 0 {
+		delete(t.kindNum, t.kinds[i].kind)
+		t.kinds[i] = coldKind{}
+		t.free = append(t.free, i)
+	}
+}
 
 // lookup returns the record of key k.
 func (t *coldTable) lookup(k protocol.IDKey) (coldJob, bool) {
@@ -98,37 +148,38 @@ func (t *coldTable) lookup(k protocol.IDKey) (coldJob, bool) {
 	return t.set.Get(coldJob{key: k})
 }
 
-// add keeps c (whose key is not in the table).
-func (t *coldTable) add(c coldJob) {
+// add keeps the record of en (canFreeze(en); its key is not in the table).
+func (t *coldTable) add(en *entry) {
 	if t.set.less == nil {
 		t.set.less = coldLess
 	}
-	old, replaced := t.set.ReplaceOrInsert(c)
-	if t.kinds == nil {
-		t.kinds = make(map[unique.Handle[jobKind]]int)
+	g, refBits := en.ref.Packed()
+	q := en.q
+	c := coldJob{key: q.key, group: g, kind: t.countKind(q.kind), priority: q.priority,
+		attempts: uint8(q.attempts), bits: uint8(q.flags) | refBits<<4}
+	if old, replaced := t.set.ReplaceOrInsert(c); replaced { // not expected: keep the counts right all the same
+		t.uncountKind(old.kind)
 	}
-	if replaced { // not expected: keep the counts right all the same
-		t.kinds[old.kind]--
-	}
-	t.kinds[c.kind]++
 }
 
-// take removes the record of key k and returns it.
-func (t *coldTable) take(k protocol.IDKey) (coldJob, bool) {
+// take removes the record of key k and reports whether there was one; if
+// s is not nil, it fills s with the entry the record was made of.
+func (t *coldTable) take(k protocol.IDKey, s *entryScratch) bool {
 	if t.set.Len() == 0 {
-		return coldJob{}, false
+		return false
 	}
 	c, ok := t.set.Delete(coldJob{key: k})
 	if !ok {
-		return coldJob{}, false
+		return false
 	}
-	if t.kinds[c.kind]--; t.kinds[c.kind] == 0 {
-		delete(t.kinds, c.kind)
+	if s != nil {
+		t.fill(c, &s.en, &s.q)
 	}
+	t.uncountKind(c.kind)
 	if t.set.Len() == 0 {
-		*t = coldTable{} // lets the chunk list and the counts go
+		*t = coldTable{} // lets the chunk list and the pairs go
 	}
-	return c, true
+	return true
 }
 
 // coldFinger finds the records of keys asked for in key order (desc: in

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -79,11 +80,17 @@ func TestColdJobsAgainstAMap(t *testing.T) {
 		}
 		kinds := make(map[unique.Handle[jobKind]]int)
 		m.cold.each(func(c coldJob) bool {
-			kinds[c.kind]++
+			kinds[m.cold.kindOf(c)]++
 			return true
 		})
-		if !maps.Equal(kinds, m.cold.kinds) {
-			t.Fatalf("step %d: cold jobs by kind %v, counted %v", step, kinds, m.cold.kinds)
+		counted := make(map[unique.Handle[jobKind]]int)
+		m.cold.eachKind(func(kind unique.Handle[jobKind], n int) { counted[kind] += n })
+		if !maps.Equal(kinds, counted) {
+			t.Fatalf("step %d: cold jobs by kind %v, counted %v", step, kinds, counted)
+		}
+		if len(m.cold.kindNum) != len(counted) || len(m.cold.kindNum)+len(m.cold.free) != len(m.cold.kinds) {
+			t.Fatalf("step %d: %d pairs numbered, %d counted, %d free of %d numbers",
+				step, len(m.cold.kindNum), len(counted), len(m.cold.free), len(m.cold.kinds))
 		}
 	}
 	drop := func(id string) {
@@ -132,8 +139,8 @@ func TestColdJobsAgainstAMap(t *testing.T) {
 		drop(id)
 	}
 	check(-2)
-	if m.cold.set.chunks != nil || m.cold.kinds != nil {
-		t.Fatalf("with no cold job the table kept %d chunks and %d counts", len(m.cold.set.chunks), len(m.cold.kinds))
+	if m.cold.set.chunks != nil || m.cold.kinds != nil || m.cold.kindNum != nil {
+		t.Fatalf("with no cold job the table kept %d chunks and %d pairs", len(m.cold.set.chunks), len(m.cold.kinds))
 	}
 }
 
@@ -155,6 +162,7 @@ func TestOnlyPlainReadyJobsFreeze(t *testing.T) {
 		"scheduled":               func(en *entry) { en.q.flags |= queuedScheduled; en.state = stScheduled },
 		"made ready after its ID": func(en *entry) { en.q.readyAt = now + 1 },
 		"retried":                 func(en *entry) { en.q.attempts, en.q.readyAt = 1, now+5_000 },
+		"past a byte of attempts": func(en *entry) { en.q.attempts = 256 }, // the record keeps one byte
 		"in flight":               func(en *entry) { en.state = stInFlight },
 		"uncounted":               func(en *entry) { en.flags = 0 },
 		"in sched":                func(en *entry) { en.flags |= entryInSched },
@@ -167,6 +175,58 @@ func TestOnlyPlainReadyJobsFreeze(t *testing.T) {
 		change(en)
 		if canFreeze(en) {
 			t.Errorf("a job %s can freeze", name)
+		}
+	}
+}
+
+// TestColdRecordKeepsTheJob: a job frozen with the largest values its
+// packed record keeps (attempts, priority, flags, the ref's bits) comes
+// back the same, and pairs numbered for records are numbered anew once
+// their records are gone.
+func TestColdRecordKeepsTheJob(t *testing.T) {
+	const now = 1_700_000_000_000
+	ids := protocol.NewIDGenerator()
+	var tbl coldTable
+	var keys []protocol.IDKey
+	for i := range 4 {
+		k := idKey(ids.Next(now))
+		keys = append(keys, k)
+		q := &queuedJob{key: k, kind: unique.Make(jobKind{typ: fmt.Sprint("t", i%2), queue: "q"}), readyAt: now,
+			attempts: 255, priority: 65535, flags: queuedInGroup}
+		en := &entry{q: q, ref: persistence.UnpackRef(nil, 3), state: stReady, flags: entryCounted}
+		if !canFreeze(en) {
+			t.Fatalf("job %d cannot freeze", i)
+		}
+		tbl.add(en)
+		var s entryScratch
+		c, ok := tbl.lookup(k)
+		if !ok {
+			t.Fatalf("job %d not found", i)
+		}
+		tbl.fill(c, &s.en, &s.q)
+		if s.q != *q || s.en.ref != en.ref || s.en.state != en.state || s.en.flags != en.flags {
+			t.Fatalf("job %d came back as %+v (ref %+v), want %+v (ref %+v)", i, s.q, s.en.ref, *q, en.ref)
+		}
+	}
+	if len(tbl.kinds) != 2 {
+		t.Fatalf("2 pairs numbered %d times", len(tbl.kinds))
+	}
+	tbl.take(keys[0], nil)
+	tbl.take(keys[2], nil) // the last record of type t0
+	var s entryScratch
+	s.q = queuedJob{key: idKey(ids.Next(now)), kind: unique.Make(jobKind{typ: "t2", queue: "q"}), readyAt: now}
+	s.en = entry{q: &s.q, state: stReady, flags: entryCounted}
+	tbl.add(&s.en)
+	if len(tbl.kinds) != 2 {
+		t.Fatalf("a third pair after the first went took a new number: %d numbers", len(tbl.kinds))
+	}
+	for _, k := range []protocol.IDKey{keys[1], keys[3], s.q.key} {
+		var got entryScratch
+		if !tbl.take(k, &got) {
+			t.Fatalf("%v not found", k)
+		}
+		if want := map[bool]string{true: "t2", false: "t1"}[k == s.q.key]; got.q.kind.Value().typ != want {
+			t.Fatalf("%v is of type %q, want %q", k, got.q.kind.Value().typ, want)
 		}
 	}
 }
@@ -288,12 +348,15 @@ func TestColdFingerFindsAsLookupDoes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	kind := unique.Make(jobKind{typ: "t", queue: "q"})
 	var tbl coldTable
+	var s entryScratch
 	var keys []protocol.IDKey
 	for i := range 6000 {
 		k := protocol.IDKey{Hi: uint64(i / 3), Lo: uint64(i % 3)}
 		keys = append(keys, k)
 		if rng.IntN(3) > 0 {
-			tbl.add(coldJob{key: k, kind: kind, attempts: uint32(i)})
+			s.q = queuedJob{key: k, kind: kind, readyAt: k.Millis(), attempts: uint32(i % 200)}
+			s.en = entry{q: &s.q, state: stReady, flags: entryCounted}
+			tbl.add(&s.en)
 		}
 	}
 	for round := range 40 {

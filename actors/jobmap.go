@@ -38,7 +38,7 @@ type jobMap struct {
 	cold    coldTable // the cold jobs (coldjobs.go)
 	// thawed, if set, is told of each cold job that thaws (the engine puts
 	// its ID back in its ID index)
-	thawed func(*coldJob)
+	thawed func(*queuedJob)
 }
 
 // slotMeta is a used slot's hash tag (high byte) and its distance from
@@ -95,7 +95,7 @@ func (m *jobMap) look(k protocol.IDKey, s *entryScratch) *entry {
 		}
 	}
 	if c, ok := m.cold.lookup(k); ok {
-		c.fillEntry(&s.en, &s.q)
+		m.cold.fill(c, &s.en, &s.q)
 		return &s.en
 	}
 	return nil
@@ -117,15 +117,13 @@ func (m *jobMap) thaw(k protocol.IDKey) *entry {
 		return nil
 	}
 	m.mustNotWalk()
-	c, ok := m.cold.take(k)
-	if !ok {
+	s := new(entryScratch) // one allocation for the entry and its compact job
+	if !m.cold.take(k, s) {
 		return nil
 	}
-	s := new(entryScratch) // one allocation for the entry and its compact job
-	c.fillEntry(&s.en, &s.q)
 	m.add(k, &s.en)
 	if m.thawed != nil {
-		m.thawed(&c)
+		m.thawed(&s.q)
 	}
 	return &s.en
 }
@@ -139,7 +137,7 @@ func (m *jobMap) freeze(en *entry) bool {
 	}
 	m.mustNotWalk()
 	m.dropKey(en.q.key, "")
-	m.cold.add(coldOf(en))
+	m.cold.add(en)
 	return true
 }
 
@@ -155,7 +153,7 @@ func (m *jobMap) put(id string, en *entry) {
 		}
 	}
 	if m.cold.len() > 0 {
-		m.cold.take(k)
+		m.cold.take(k, nil)
 	}
 	m.add(k, en)
 }
@@ -188,7 +186,7 @@ func (m *jobMap) dropKey(k protocol.IDKey, id string) {
 			return
 		}
 	}
-	m.cold.take(k)
+	m.cold.take(k, nil)
 }
 
 // unslot frees slot i: it shifts back every entry after it whose home is
@@ -229,7 +227,7 @@ func (m *jobMap) all() iter.Seq[*entry] {
 		}
 		var s entryScratch
 		m.cold.each(func(c coldJob) bool {
-			c.fillEntry(&s.en, &s.q)
+			m.cold.fill(c, &s.en, &s.q)
 			return yield(&s.en)
 		})
 	}

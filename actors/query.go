@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"sort"
+	"unique"
 
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
@@ -461,11 +462,11 @@ func (e *queueCore) selectJobs(now uint64, m *SelectJobs) *SelectResponse {
 		for _, s := range e.kindSets(nil, f.Types) {
 			res.N += uint64(s.Len())
 		}
-		for kind, n := range e.jobs.cold.kinds { // cold jobs are in no ID index
+		e.jobs.cold.eachKind(func(kind unique.Handle[jobKind], n int) { // cold jobs are in no ID index
 			if inSortedList(f.Types, kind.Value().typ) {
 				res.N += uint64(n)
 			}
-		}
+		})
 		e.purgeOrder.Ascend(func(t terminalJob) bool {
 			if t.purgeAt > now {
 				return false
@@ -588,7 +589,7 @@ func (e *queueCore) coldRuns(queues, types []string, pivot protocol.IDKey, desc 
 		f := &coldFinger{t: &e.jobs.cold, desc: desc}
 		return func(k protocol.IDKey) bool {
 			c, ok := f.find(k)
-			return ok && (len(types) == 0 || inSortedList(types, c.kind.Value().typ))
+			return ok && (len(types) == 0 || inSortedList(types, f.t.kindOf(c).Value().typ))
 		}
 	}
 	var runs []idCursor

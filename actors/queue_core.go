@@ -334,9 +334,9 @@ func newQueueCore(cfg EngineConfig, out outbox, log *slog.Logger, consumed *cons
 		tracer:      tracer,
 	}
 	// a thawed job's ID goes back in its ID index (coldjobs.go)
-	e.jobs.thawed = func(c *coldJob) {
-		kind := c.kind.Value()
-		e.addToKind(kind.queue, kind.typ, c.key)
+	e.jobs.thawed = func(q *queuedJob) {
+		kind := q.kind.Value()
+		e.addToKind(kind.queue, kind.typ, q.key)
 	}
 	return e
 }

@@ -3,6 +3,7 @@ package actors
 import (
 	"testing"
 	"time"
+	"unique"
 
 	"github.com/tollgate/tollgate/persistence"
 	"github.com/tollgate/tollgate/protocol"
@@ -29,9 +30,9 @@ func checkStatusCounts(t *testing.T, e *queueCore, step string, nows ...uint64) 
 			indexed[typ] += s.Len()
 		}
 	}
-	for kind, n := range e.jobs.cold.kinds { // in no ID index (coldjobs.go)
+	e.jobs.cold.eachKind(func(kind unique.Handle[jobKind], n int) { // in no ID index (coldjobs.go)
 		indexed[kind.Value().typ] += n
-	}
+	})
 	if len(byType) != len(indexed) {
 		t.Fatalf("%s: %d types indexed, %d stored", step, len(indexed), len(byType))
 	}
