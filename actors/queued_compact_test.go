@@ -193,6 +193,11 @@ func TestEntrySizes(t *testing.T) {
 	if n := unsafe.Sizeof(coldJob{}); n > 32 {
 		t.Errorf("coldJob is %d bytes, want at most 32", n)
 	}
+	// a full chunk of cold records, which hold a pointer and so get an
+	// 8-byte allocation header, fits the 4096-byte class (orderedChunk)
+	if n := orderedChunk*unsafe.Sizeof(coldJob{}) + 8; n > 4096 {
+		t.Errorf("a full chunk of cold records takes %d bytes, past the 4096-byte class", n)
+	}
 }
 
 // TestPayloadCacheCountsTheWholeJob enqueues 100 jobs with 1-byte payloads
