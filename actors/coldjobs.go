@@ -59,9 +59,10 @@ func canFreeze(en *entry) bool {
 		en.stream == nil && en.resv == nil && en.parkedOn == (unique.Handle[string]{}) && en.slot == 0
 }
 
-// fill sets en, with q as its compact form, to the entry c was made of.
-func (t *coldTable) fill(c coldJob, en *entry, q *queuedJob) {
-	*q = queuedJob{key: c.key, kind: t.kindOf(c), readyAt: c.key.Millis(), attempts: uint32(c.attempts),
+// fill sets en, with q as its compact form, to the entry c was made of;
+// kind is c's (type, queue) pair (coldTable.kindOf, or take's).
+func (c coldJob) fill(kind unique.Handle[jobKind], en *entry, q *queuedJob) {
+	*q = queuedJob{key: c.key, kind: kind, readyAt: c.key.Millis(), attempts: uint32(c.attempts),
 		priority: c.priority, flags: queuedFlags(c.bits & 0x0f)}
 	*en = entry{q: q, ref: persistence.UnpackRef(c.group, c.bits>>4), state: stReady, flags: entryCounted}
 }
@@ -162,24 +163,22 @@ func (t *coldTable) add(en *entry) {
 	}
 }
 
-// take removes the record of key k and reports whether there was one; if
-// s is not nil, it fills s with the entry the record was made of.
-func (t *coldTable) take(k protocol.IDKey, s *entryScratch) bool {
+// take removes the record of key k and returns it with its (type, queue)
+// pair, read before the record's number may go to another pair.
+func (t *coldTable) take(k protocol.IDKey) (coldJob, unique.Handle[jobKind], bool) {
 	if t.set.Len() == 0 {
-		return false
+		return coldJob{}, unique.Handle[jobKind]{}, false
 	}
 	c, ok := t.set.Delete(coldJob{key: k})
 	if !ok {
-		return false
+		return coldJob{}, unique.Handle[jobKind]{}, false
 	}
-	if s != nil {
-		t.fill(c, &s.en, &s.q)
-	}
+	kind := t.kindOf(c)
 	t.uncountKind(c.kind)
 	if t.set.Len() == 0 {
 		*t = coldTable{} // lets the chunk list and the pairs go
 	}
-	return true
+	return c, kind, true
 }
 
 // coldFinger finds the records of keys asked for in key order (desc: in

@@ -203,7 +203,7 @@ func TestColdRecordKeepsTheJob(t *testing.T) {
 		if !ok {
 			t.Fatalf("job %d not found", i)
 		}
-		tbl.fill(c, &s.en, &s.q)
+		c.fill(tbl.kindOf(c), &s.en, &s.q)
 		if s.q != *q || s.en.ref != en.ref || s.en.state != en.state || s.en.flags != en.flags {
 			t.Fatalf("job %d came back as %+v (ref %+v), want %+v (ref %+v)", i, s.q, s.en.ref, *q, en.ref)
 		}
@@ -211,8 +211,8 @@ func TestColdRecordKeepsTheJob(t *testing.T) {
 	if len(tbl.kinds) != 2 {
 		t.Fatalf("2 pairs numbered %d times", len(tbl.kinds))
 	}
-	tbl.take(keys[0], nil)
-	tbl.take(keys[2], nil) // the last record of type t0
+	tbl.take(keys[0])
+	tbl.take(keys[2]) // the last record of type t0
 	var s entryScratch
 	s.q = queuedJob{key: idKey(ids.Next(now)), kind: unique.Make(jobKind{typ: "t2", queue: "q"}), readyAt: now}
 	s.en = entry{q: &s.q, state: stReady, flags: entryCounted}
@@ -221,12 +221,12 @@ func TestColdRecordKeepsTheJob(t *testing.T) {
 		t.Fatalf("a third pair after the first went took a new number: %d numbers", len(tbl.kinds))
 	}
 	for _, k := range []protocol.IDKey{keys[1], keys[3], s.q.key} {
-		var got entryScratch
-		if !tbl.take(k, &got) {
+		_, kind, ok := tbl.take(k)
+		if !ok {
 			t.Fatalf("%v not found", k)
 		}
-		if want := map[bool]string{true: "t2", false: "t1"}[k == s.q.key]; got.q.kind.Value().typ != want {
-			t.Fatalf("%v is of type %q, want %q", k, got.q.kind.Value().typ, want)
+		if want := map[bool]string{true: "t2", false: "t1"}[k == s.q.key]; kind.Value().typ != want {
+			t.Fatalf("%v is of type %q, want %q", k, kind.Value().typ, want)
 		}
 	}
 }

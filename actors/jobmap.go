@@ -95,7 +95,7 @@ func (m *jobMap) look(k protocol.IDKey, s *entryScratch) *entry {
 		}
 	}
 	if c, ok := m.cold.lookup(k); ok {
-		m.cold.fill(c, &s.en, &s.q)
+		c.fill(m.cold.kindOf(c), &s.en, &s.q)
 		return &s.en
 	}
 	return nil
@@ -117,10 +117,12 @@ func (m *jobMap) thaw(k protocol.IDKey) *entry {
 		return nil
 	}
 	m.mustNotWalk()
-	s := new(entryScratch) // one allocation for the entry and its compact job
-	if !m.cold.take(k, s) {
+	c, kind, ok := m.cold.take(k)
+	if !ok {
 		return nil
 	}
+	s := new(entryScratch) // one allocation for the entry and its compact job
+	c.fill(kind, &s.en, &s.q)
 	m.add(k, &s.en)
 	if m.thawed != nil {
 		m.thawed(&s.q)
@@ -153,7 +155,7 @@ func (m *jobMap) put(id string, en *entry) {
 		}
 	}
 	if m.cold.len() > 0 {
-		m.cold.take(k, nil)
+		m.cold.take(k)
 	}
 	m.add(k, en)
 }
@@ -186,7 +188,7 @@ func (m *jobMap) dropKey(k protocol.IDKey, id string) {
 			return
 		}
 	}
-	m.cold.take(k, nil)
+	m.cold.take(k)
 }
 
 // unslot frees slot i: it shifts back every entry after it whose home is
@@ -227,7 +229,7 @@ func (m *jobMap) all() iter.Seq[*entry] {
 		}
 		var s entryScratch
 		m.cold.each(func(c coldJob) bool {
-			m.cold.fill(c, &s.en, &s.q)
+			c.fill(m.cold.kindOf(c), &s.en, &s.q)
 			return yield(&s.en)
 		})
 	}

@@ -116,8 +116,8 @@ func (s *orderedSet[T]) ReplaceOrInsert(item T) (old T, replaced bool) {
 		// full, and the item goes near its end: most likely one of a run
 		// of items arriving in order ahead of a few newer ones (a backlog
 		// loading while new jobs are enqueued). Split where it goes, the
-		// item first in the right chunk: the left one stays at least three
-		// quarters full, and the rest of the run fills the right one,
+		// item first in the right chunk: the left one stays about three
+		// quarters full (95 of 127 at least), and the rest of the run fills the right one,
 		// where halves would leave every chunk of the run half empty. (A
 		// run arriving in reverse order goes to the front of the right
 		// chunk and fills it; after that its chunks split in halves, half

@@ -180,9 +180,10 @@ func TestModelCompactsWaitingJobs(t *testing.T) {
 }
 
 // TestEntrySizes pins the sizes the memory of a queued job depends on: an
-// entry of 64 bytes and a compact job of 48 are whole allocation classes,
-// a cold record of 32 a packed array element;
-// a byte more costs 16 per queued job.
+// entry of 64 bytes and a compact job of 48 are whole allocation classes
+// (a byte more costs 16 per queued job), a cold record of 32 an element of
+// a chunk that fills its class (a byte more costs 8 per cold job, and the
+// chunk its class).
 func TestEntrySizes(t *testing.T) {
 	if n := unsafe.Sizeof(entry{}); n > 64 {
 		t.Errorf("entry is %d bytes, want at most 64", n)
