@@ -117,11 +117,11 @@ func (s *orderedSet[T]) ReplaceOrInsert(item T) (old T, replaced bool) {
 		// of items arriving in order ahead of a few newer ones (a backlog
 		// loading while new jobs are enqueued). Split where it goes, the
 		// item first in the right chunk: the left one stays about three
-		// quarters full (95 of 127 at least), and the rest of the run fills the right one,
-		// where halves would leave every chunk of the run half empty. (A
-		// run arriving in reverse order goes to the front of the right
-		// chunk and fills it; after that its chunks split in halves, half
-		// full, rather than one per item.)
+		// quarters full (95 of 127 at least), and the rest of the run
+		// fills the right one, where halves would leave every chunk of the
+		// run half empty. (A run arriving in reverse order goes to the
+		// front of the right chunk and fills it; after that its chunks
+		// split in halves, half full, rather than one per item.)
 		right := make([]T, orderedChunk-i+1, orderedChunk-i+2)
 		right[0] = item
 		copy(right[1:], c[i:])

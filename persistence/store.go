@@ -229,28 +229,23 @@ func Open(cfg Config) (*Store, error) {
 // that others take or give back.
 const spaceCheckInterval = 250 * time.Millisecond
 
+// spaceLoop checks the disk's free space every spaceCheckInterval and, while
+// writes are refused for want of it, reclaims space at most every
+// reclaimInterval, once more was committed since the last reclaim.
 func (s *Store) spaceLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(spaceCheckInterval)
-	defer t.Stop()
 	var (
 		reclaimedAt uint64
 		lastReclaim time.Time
 	)
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
+	s.every(spaceCheckInterval, func() {
+		s.space.check()
+		if s.space.admit() != nil && s.commits.Load() != reclaimedAt &&
+			time.Since(lastReclaim) >= reclaimInterval {
+			reclaimedAt, lastReclaim = s.commits.Load(), time.Now()
+			s.reclaim()
 			s.space.check()
-			if s.space.admit() != nil && s.commits.Load() != reclaimedAt &&
-				time.Since(lastReclaim) >= reclaimInterval {
-				reclaimedAt, lastReclaim = s.commits.Load(), time.Now()
-				s.reclaim()
-				s.space.check()
-			}
 		}
-	}
+	})
 }
 
 // Admit reports whether a write that adds data (an enqueue, a budget
