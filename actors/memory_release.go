@@ -12,8 +12,9 @@
 // being committed have become garbage too. A wave that lasts longer gets a
 // release every releaseGapMs once releaseEvery budgets were collected.
 //
-// The settled release first asks the store to flush its memtable if
-// nothing was committed for half of releaseQuietMs
+// The settled release also asks the store to flush its memtable (between
+// two returns: handBackMemory) if nothing was committed for half of
+// releaseQuietMs
 // (persistence.Store.FlushMemtableIfIdle): the memtable's arena, resident
 // up to the ~80 MiB written into it, and its write-ahead log's pages hold
 // the writes of the budgets and jobs all deleted since. A busy store keeps
@@ -36,6 +37,7 @@
 package actors
 
 import (
+	"log/slog"
 	"runtime/debug"
 	"time"
 )
@@ -261,15 +263,35 @@ type memtableFlusher interface {
 // and FreeOSMemory runs a full collection.
 func (a *queueActor) releaseMemory(flush bool) {
 	store, log := a.store, a.log
-	go func() {
-		if f, ok := store.(memtableFlusher); ok && flush {
-			// the wave's last deletes were committed just after its last
-			// collection, releaseQuietMs ago: half of that tells an idle
-			// store from one still written to
-			if _, err := f.FlushMemtableIfIdle(releaseQuietMs / 2 * time.Millisecond); err != nil {
-				log.Warn("release memory: flush memtable", "err", err)
-			}
-		}
-		debug.FreeOSMemory()
-	}()
+	go handBackMemory(store, flush, debug.FreeOSMemory, log)
+}
+
+// handBackMemory returns freed heap to the OS with freeOS (a full
+// collection, then every free page returned). With flush, and a store
+// that can flush its memtable, it does so first, then flushes the
+// memtable if the store is idle, then returns memory once more for the
+// old memtable.
+//
+// The return before the flush is what keeps the new memtable's arena (an
+// 80 MiB allocation) out of the resident set: Go zeroes a large
+// allocation by writing to it, which makes its pages resident, unless
+// every page it lands on was returned to the OS (the kernel hands those
+// back zeroed). After a wave of collections the heap has tens of MiB
+// freed and not yet returned, and the arena would land on them.
+func handBackMemory(store any, flush bool, freeOS func(), log *slog.Logger) {
+	freeOS()
+	f, ok := store.(memtableFlusher)
+	if !ok || !flush {
+		return
+	}
+	// the wave's last deletes were committed just after its last
+	// collection, releaseQuietMs ago: half of that tells an idle store
+	// from one still written to
+	ran, err := f.FlushMemtableIfIdle(releaseQuietMs / 2 * time.Millisecond)
+	if err != nil {
+		log.Warn("release memory: flush memtable", "err", err)
+	}
+	if ran {
+		freeOS()
+	}
 }

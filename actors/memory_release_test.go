@@ -2,6 +2,8 @@ package actors
 
 import (
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -270,4 +272,44 @@ func TestBurstReleaseRules(t *testing.T) {
 			t.Fatalf("releases %v, want the follow-up alone", kinds)
 		}
 	})
+}
+
+// orderFlusher records, beside the returns of handBackMemory, when the
+// memtable flush was asked for.
+type orderFlusher struct {
+	steps []string
+	idle  bool // whether the flush runs
+}
+
+func (f *orderFlusher) FlushMemtableIfIdle(time.Duration) (bool, error) {
+	f.steps = append(f.steps, "flush")
+	return f.idle, nil
+}
+
+// TestMemoryReturnedBeforeTheMemtableFlush checks the order of a settled
+// release: memory goes back to the OS before the flush allocates the new
+// memtable's arena (so the arena lands on returned pages, which Go does
+// not zero and so does not make resident), and again after a flush that
+// ran, for the old memtable; a release without a flush, or with a busy
+// store, returns memory once.
+func TestMemoryReturnedBeforeTheMemtableFlush(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		name  string
+		flush bool
+		idle  bool
+		want  string
+	}{
+		{"settled, idle store", true, true, "free flush free"},
+		{"settled, busy store", true, false, "free flush"},
+		{"no flush asked", false, true, "free"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &orderFlusher{idle: tc.idle}
+			handBackMemory(f, tc.flush, func() { f.steps = append(f.steps, "free") }, log)
+			if got := strings.Join(f.steps, " "); got != tc.want {
+				t.Fatalf("steps %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
