@@ -96,6 +96,7 @@ func Start(cfg Config) (*Engine, error) {
 		// protoactor logs every spawn and stop at info; keep only its warnings.
 		return slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("component", "protoactor")
 	}))
+	narrowRegistry(system)
 	// budgets' wake timers are exact (exact_timers.go) unless timers are injected
 	wakeTimers := cfg.Timers
 	var exact *ExactTimers
