@@ -26,7 +26,9 @@ type Batch struct {
 	// batch stores; inUse, when pruning, is every pair in use, and
 	// pruneAfter the store's refusal count at the load's snapshot
 	// (priorities.go)
-	prios        []PriorityPair
+	prios []PriorityPair
+	// budgetsGone are the budgets deleted: their pairs' keys go too
+	budgetsGone  []string
 	lastPrio     uint16             // the priority and bindings of the last
 	lastBindings []protocol.Binding // bound job noted (notePriority)
 	inUse        map[PriorityPair]struct{}
@@ -116,13 +118,15 @@ func (b *Batch) PutError(id string, rec *protocol.ErrorRecord) { b.set(errorKey(
 // PutBudget stores a budget.
 func (b *Batch) PutBudget(bu *protocol.Budget) { b.set(budgetKey(bu.Key), bu) }
 
-// DeleteBudget removes a budget with its hold, on-the-fly mark (holds.go)
-// and stored pool level (pools.go).
+// DeleteBudget removes a budget with its hold, on-the-fly mark (holds.go),
+// stored pool level (pools.go) and the keys of its (budget, priority)
+// pairs (priorities.go). No unfinished job may be bound to it.
 func (b *Batch) DeleteBudget(key string) {
 	b.del(budgetKey(key))
 	b.del(holdKey(key))
 	b.del(onTheFlyKey(key))
 	b.DeletePool(key)
+	b.budgetsGone = append(b.budgetsGone, key)
 }
 
 // Len is the number of writes in the batch.

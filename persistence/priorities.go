@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -19,8 +20,10 @@ import (
 // key per (queue, priority) pair an unfinished stored job may carry, and
 // per (budget, priority) pair of its bindings: q/q<queue><priority u16> and
 // q/b<budget key><priority u16>. A key is written in the transaction that
-// first stores a job with its pair, and the keys are pruned to the pairs of
-// the unfinished jobs at the end of every full load (Batch.PrioritiesInUse).
+// first stores a job with its pair, a deleted budget's keys go with it
+// (no unfinished job is bound to it then), and the keys are pruned to the
+// pairs of the unfinished jobs at the end of every full load
+// (Batch.PrioritiesInUse).
 // So every unfinished stored job has its pairs' keys, and the lowest
 // priority on disk of a queue, or of the jobs bound to a budget, is known
 // without reading the jobs (JobScan.Priorities): a loaded job of that
@@ -141,40 +144,149 @@ func (b *Batch) PrioritiesInUse(inUse map[PriorityPair]struct{}, scan JobScan) {
 // what badger takes in one, whatever the memtable size.
 const pruneChunk = 5_000
 
-// priorityWrites adds to txn the key of every pair the group's batches
-// store that is not stored yet, and returns those pairs. It runs on the
-// committer, which alone reads and changes s.prios; prunes never share a
-// group (applyPrune).
-func (s *Store) priorityWrites(txn *badger.Txn, group []*commit) ([]PriorityPair, error) {
-	var added []PriorityPair
-	var addedSet map[PriorityPair]struct{} // added, as a set once needed
-	for _, c := range group {
-		for _, p := range c.batch.prios {
-			if _, ok := s.prios[p]; ok {
-				continue
-			}
-			if _, ok := addedSet[p]; ok {
-				continue
-			}
-			if err := txn.Set(priorityKey(p), nil); err != nil {
-				return nil, err
-			}
-			if addedSet == nil {
-				addedSet = make(map[PriorityPair]struct{})
-			}
-			addedSet[p] = struct{}{}
-			added = append(added, p)
-		}
-	}
-	return added, nil
+// pairWrite is a pair's key written (set) or deleted.
+type pairWrite struct {
+	p   PriorityPair
+	set bool
 }
 
-// pairsCommitted adds the pairs a committed transaction stored.
-func (s *Store) pairsCommitted(added []PriorityPair) {
-	for _, p := range added {
-		s.prios[p] = struct{}{}
+// priorityWrites adds to txn, batch by batch, the deletes of the pairs of
+// the budgets a batch deleted and the key of every pair a batch stores
+// that is not stored at that point; it returns those writes in order. It
+// runs on the committer, which alone reads and changes s.prios; prunes
+// never share a group (applyPrune).
+func (s *Store) priorityWrites(txn *badger.Txn, group []*commit) ([]pairWrite, error) {
+	var writes []pairWrite
+	var local map[PriorityPair]bool // pairs written in this group: stored or not
+	var localBudgets map[string][]uint16
+	stored := func(p PriorityPair) bool {
+		if set, ok := local[p]; ok {
+			return set
+		}
+		_, ok := s.prios[p]
+		return ok
+	}
+	write := func(w pairWrite) error {
+		var err error
+		if w.set {
+			err = txn.Set(priorityKey(w.p), nil)
+		} else {
+			err = txn.Delete(priorityKey(w.p))
+		}
+		if err != nil {
+			return err
+		}
+		if local == nil {
+			local, localBudgets = make(map[PriorityPair]bool), make(map[string][]uint16)
+		}
+		local[w.p] = w.set
+		if w.set && w.p.Budget {
+			localBudgets[w.p.Name] = append(localBudgets[w.p.Name], w.p.Priority)
+		}
+		writes = append(writes, w)
+		return nil
+	}
+	var committed *budgetPairReader
+	defer func() { committed.close() }()
+	for _, c := range group {
+		for _, key := range c.batch.budgetsGone {
+			if committed == nil {
+				committed = s.readBudgetPairs()
+			}
+			// the pairs stored before this group, and those it stored
+			for _, p := range append(committed.of(key), localBudgetPairs(key, localBudgets[key])...) {
+				if !stored(p) {
+					continue
+				}
+				if err := write(pairWrite{p, false}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		for _, p := range c.batch.prios {
+			if stored(p) {
+				continue
+			}
+			if err := write(pairWrite{p, true}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return writes, nil
+}
+
+// localBudgetPairs returns the pairs of budget key at priorities.
+func localBudgetPairs(key string, priorities []uint16) []PriorityPair {
+	pairs := make([]PriorityPair, len(priorities))
+	for i, p := range priorities {
+		pairs[i] = BudgetPair(key, p)
+	}
+	return pairs
+}
+
+// budgetPairReader reads the committed (budget, priority) pairs of one
+// budget at a time, with one iterator over the committed keys (a read of
+// the transaction being written would sort its writes at every read).
+type budgetPairReader struct {
+	txn *badger.Txn
+	it  *badger.Iterator
+}
+
+// readBudgetPairs starts a reader; only the committer calls it, so what
+// it reads is what s.prios holds.
+func (s *Store) readBudgetPairs() *budgetPairReader {
+	txn := s.db.NewTransaction(false)
+	opts := badger.DefaultIteratorOptions
+	opts.PrefetchValues = false
+	opts.Prefix = priorityKey(BudgetPair("", 0))[:len(priorityPrefix)+1]
+	return &budgetPairReader{txn: txn, it: txn.NewIterator(opts)}
+}
+
+// of returns the committed pairs of budget key.
+func (r *budgetPairReader) of(key string) []PriorityPair {
+	prefix := priorityKey(BudgetPair(key, 0))
+	prefix = prefix[:len(prefix)-2]
+	var pairs []PriorityPair
+	for r.it.Seek(prefix); r.it.ValidForPrefix(prefix); r.it.Next() {
+		// a longer key is another budget's whose key starts with this one
+		if k := r.it.Item().Key(); len(k) == len(prefix)+2 {
+			pairs = append(pairs, BudgetPair(key, binary.BigEndian.Uint16(k[len(prefix):])))
+		}
+	}
+	return pairs
+}
+
+// close ends the reader; a nil reader is closed already.
+func (r *budgetPairReader) close() {
+	if r != nil {
+		r.it.Close()
+		r.txn.Discard()
 	}
 }
+
+// pairsCommitted applies to s.prios the writes of a committed
+// transaction, in order, and makes the set afresh once it holds at most a
+// quarter of its peak: a Go map keeps the table it grew to, and after a
+// wave of tenants collected that is one entry's room per tenant.
+func (s *Store) pairsCommitted(writes []pairWrite) {
+	for _, w := range writes {
+		if w.set {
+			s.prios[w.p] = struct{}{}
+		} else {
+			delete(s.prios, w.p)
+		}
+	}
+	n := len(s.prios)
+	s.priosPeak = max(s.priosPeak, n)
+	if s.priosPeak >= priosShrinkMin && n <= s.priosPeak/4 {
+		fresh := make(map[PriorityPair]struct{}, n)
+		maps.Copy(fresh, s.prios)
+		s.prios, s.priosPeak = fresh, n
+	}
+}
+
+// priosShrinkMin is the smallest peak of s.prios worth making it afresh.
+const priosShrinkMin = 1024
 
 // applyPrune runs a prune batch, on the committer, after every batch
 // submitted before it: deletes and writes in transactions of at most
@@ -186,19 +298,15 @@ func (s *Store) applyPrune(b *Batch) error {
 		s.log.Warn("queue priorities kept as they were: a commit was refused during the load; the next start may wait longer before it dispatches")
 		return nil
 	}
-	type write struct {
-		p   PriorityPair
-		set bool
-	}
-	var writes []write
+	var writes []pairWrite
 	for p := range s.prios {
 		if _, ok := b.inUse[p]; !ok {
-			writes = append(writes, write{p, false})
+			writes = append(writes, pairWrite{p, false})
 		}
 	}
 	for p := range b.inUse {
 		if _, ok := s.prios[p]; !ok {
-			writes = append(writes, write{p, true})
+			writes = append(writes, pairWrite{p, true})
 		}
 	}
 	for {
@@ -225,13 +333,7 @@ func (s *Store) applyPrune(b *Batch) error {
 			s.refusals++
 			return fmt.Errorf("persistence: prune queue priorities: %w", err)
 		}
-		for _, w := range chunk {
-			if w.set {
-				s.prios[w.p] = struct{}{}
-			} else {
-				delete(s.prios, w.p)
-			}
-		}
+		s.pairsCommitted(chunk)
 		if last {
 			s.priosComplete = true
 			return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -300,5 +301,102 @@ func TestBudgetPairsFollowBindings(t *testing.T) {
 	want := map[PriorityPair]struct{}{QueuePair("x", 5): {}, BudgetPair("x", 5): {}, BudgetPair("api", 5): {}, BudgetPair("other", 5): {}}
 	if !maps.Equal(pairs, want) {
 		t.Fatalf("pairs %v, want %v", pairs, want)
+	}
+}
+
+// storedPairs returns the pairs the store holds, as its committer knows
+// them and, reopened, as its keys say.
+func storedPairs(t *testing.T, s *Store, dir string) (*Store, map[PriorityPair]struct{}, map[PriorityPair]struct{}) {
+	t.Helper()
+	scan := s.NewJobScan()
+	known, _ := scan.Priorities()
+	scan.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir)
+	scan = s.NewJobScan()
+	defer scan.Close()
+	keys, _ := scan.Priorities()
+	return s, known, keys
+}
+
+// TestDeletedBudgetTakesItsPairs: deleting a budget deletes the keys of
+// its (budget, priority) pairs, at every priority, and leaves those of a
+// budget whose key starts with its key and of a queue of the same name;
+// in one transaction, a job bound to the budget stored after the delete
+// keeps its pair, and one stored before it loses it.
+func TestDeletedBudgetTakesItsPairs(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	j1, j2 := jobAt(1, "a", 5), jobAt(2, "q", 7)
+	j1.Budgets = []protocol.Binding{{Key: "a", Cost: 1}}
+	j2.Budgets = []protocol.Binding{{Key: "a", Cost: 1}, {Key: "ab", Cost: 1}}
+	b := NewBatch(false)
+	refs := b.Enqueued([]*protocol.Job{j1}, nil, 0)
+	refs = append(refs, b.Enqueued([]*protocol.Job{j2}, nil, 0)...)
+	commitTest(t, s, b)
+
+	b = NewBatch(false)
+	b.Removed(j1.ID, 0, refs[0])
+	b.Removed(j2.ID, 0, refs[1])
+	b.DeleteBudget("a")
+	commitTest(t, s, b)
+	s, known, keys := storedPairs(t, s, dir)
+	want := map[PriorityPair]struct{}{QueuePair("a", 5): {}, QueuePair("q", 7): {}, BudgetPair("ab", 7): {}}
+	if !maps.Equal(known, want) || !maps.Equal(keys, want) {
+		t.Fatalf("after the delete: pairs known %v, stored %v; want %v", known, keys, want)
+	}
+
+	// one transaction: "ab" deleted, then recreated for a new job; "c"
+	// bound by a job that is then finished, then deleted
+	j3, j4 := jobAt(3, "q", 7), jobAt(4, "q", 2)
+	j3.Budgets = []protocol.Binding{{Key: "ab", Cost: 1}}
+	j4.Budgets = []protocol.Binding{{Key: "c", Cost: 1}}
+	gone := NewBatch(false)
+	gone.DeleteBudget("ab")
+	again := NewBatch(false)
+	again.Enqueued([]*protocol.Job{j3}, nil, 0)
+	bound := NewBatch(false)
+	r4 := bound.Enqueued([]*protocol.Job{j4}, nil, 0)
+	finished := NewBatch(false)
+	finished.Removed(j4.ID, 0, r4[0])
+	finished.DeleteBudget("c")
+	group := []*commit{{batch: gone}, {batch: again}, {batch: bound}, {batch: finished}}
+	for _, c := range group {
+		c.batch.Seal()
+	}
+	if err := s.apply(group); err != nil {
+		t.Fatal(err)
+	}
+	s, known, keys = storedPairs(t, s, dir)
+	defer s.Close()
+	want = map[PriorityPair]struct{}{QueuePair("a", 5): {}, QueuePair("q", 7): {}, QueuePair("q", 2): {}, BudgetPair("ab", 7): {}}
+	if !maps.Equal(known, want) || !maps.Equal(keys, want) {
+		t.Fatalf("after one transaction: pairs known %v, stored %v; want %v", known, keys, want)
+	}
+}
+
+// TestPairsMadeAfreshWhenSparse: once the stored pairs fall to a quarter
+// of their peak, the set is a new map holding them.
+func TestPairsMadeAfreshWhenSparse(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	var writes []pairWrite
+	for i := range 2 * priosShrinkMin {
+		writes = append(writes, pairWrite{BudgetPair(fmt.Sprint(i), 0), true})
+	}
+	s.pairsCommitted(writes)
+	for i := range writes {
+		writes[i].set = false
+	}
+	full := reflect.ValueOf(s.prios).UnsafePointer()
+	s.pairsCommitted(writes[:len(writes)*3/4-1])
+	if s.priosPeak != 2*priosShrinkMin || reflect.ValueOf(s.prios).UnsafePointer() != full {
+		t.Fatalf("peak %d after deletes down to a quarter and one, want %d and the same map", s.priosPeak, 2*priosShrinkMin)
+	}
+	s.pairsCommitted(writes[len(writes)*3/4-1 : len(writes)*3/4])
+	if s.priosPeak != len(s.prios) || len(s.prios) != priosShrinkMin/2 || reflect.ValueOf(s.prios).UnsafePointer() == full {
+		t.Fatalf("peak %d, %d pairs after deletes down to a quarter; want both %d, in a new map", s.priosPeak, len(s.prios), priosShrinkMin/2)
 	}
 }

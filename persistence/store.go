@@ -100,6 +100,7 @@ type Store struct {
 	// batches refused. Only the committer reads and changes them (after
 	// Open), snapshots of the jobs included (NewJobScan).
 	prios         map[PriorityPair]struct{}
+	priosPeak     int // the most pairs in prios since it was made
 	priosComplete bool
 	refusals      uint64
 }
@@ -518,14 +519,14 @@ func (s *Store) apply(group []*commit) error {
 			}
 		}
 	}
-	added, err := s.priorityWrites(txn, group)
+	writes, err := s.priorityWrites(txn, group)
 	if err != nil {
 		return err
 	}
 	if err := txn.Commit(); err != nil {
 		return err
 	}
-	s.pairsCommitted(added)
+	s.pairsCommitted(writes)
 	if sync && !s.cfg.InMemory {
 		return s.db.Sync()
 	}
