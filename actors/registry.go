@@ -21,9 +21,10 @@ func narrowRegistry(system *actor.ActorSystem) {
 		narrow.LocalPIDs[i] = cmap.New()
 	}
 	for _, m := range old.LocalPIDs {
-		for item := range m.IterBuffered() {
-			narrow.GetBucket(item.Key).Set(item.Key, item.Val)
-		}
+		// IterCb reads the shards in turn; IterBuffered and Items would
+		// start a goroutine per shard, and the runtime keeps the
+		// descriptors of all 32,768 (8 MiB) for good
+		m.IterCb(func(key string, v any) { narrow.GetBucket(key).Set(key, v) })
 	}
 	system.ProcessRegistry.LocalPIDs = narrow
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"log/slog"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -17,7 +18,12 @@ func TestRegistryNarrowed(t *testing.T) {
 		return slog.New(slog.DiscardHandler)
 	}))
 	defer system.Shutdown()
+	created := goroutinesCreated()
 	narrowRegistry(system)
+	// a goroutine per map would leave 32,768 descriptors behind for good
+	if n := goroutinesCreated() - created; n > 100 {
+		t.Errorf("narrowing the registry started %d goroutines", n)
+	}
 	pids := system.ProcessRegistry.LocalPIDs
 	if n := len(pids.LocalPIDs); n != registryBuckets {
 		t.Fatalf("registry has %d buckets, want %d", n, registryBuckets)
@@ -39,4 +45,11 @@ func TestRegistryNarrowed(t *testing.T) {
 	if err != nil || res != "hi!" {
 		t.Fatalf("request: %v, %v", res, err)
 	}
+}
+
+// goroutinesCreated is how many goroutines the program started so far.
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
