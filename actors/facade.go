@@ -65,6 +65,8 @@ type Engine struct {
 	cronStats *CronStats
 	folds     *folder // batched enqueues (fold.go)
 
+	// budgetPool runs the budget actors (budget_dispatcher.go)
+	budgetPool *workerPool
 	// exact arms the budgets' wake timers; stopped last (nil when injected)
 	exact    *ExactTimers
 	stopOnce sync.Once
@@ -120,15 +122,18 @@ func Start(cfg Config) (*Engine, error) {
 		folds:        newFolder(),
 		gate:         newLoadGate(),
 	}
+	pool := newWorkerPool(budgetThroughput)
+	qa.budgetDispatch = []actor.PropsOption{actor.WithDispatcher(pool)}
 	props := actor.PropsFromProducer(func() actor.Actor { return qa },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(3, time.Minute, actor.DefaultDecider)))
 	pid, err := system.Root.SpawnNamed(props, "queue")
 	if err != nil {
 		system.Shutdown()
+		pool.Stop()
 		return nil, fmt.Errorf("actors.Start: spawn queue: %w", err)
 	}
 	e := &Engine{system: system, queue: pid, store: cfg.Store, clock: cfg.Clock, timeout: cfg.RequestTimeout, tracer: cfg.Tracer, cronStats: qa.cronStats,
-		folds: qa.folds, exact: exact, gate: qa.gate}
+		folds: qa.folds, exact: exact, gate: qa.gate, budgetPool: pool}
 	// budgets and cron groups are read as the actor starts: not a
 	// request, so RequestTimeout does not bound it (startTimeout does)
 	res, err := e.system.Root.RequestFuture(e.queue, &startedRequest{}, startTimeout).Result()
@@ -192,6 +197,7 @@ func (e *Engine) Stop() {
 		e.gate.halt() // the scanner reads the store, which closes after this
 		_ = e.system.Root.StopFuture(e.queue).Wait()
 		e.system.Shutdown()
+		e.budgetPool.Stop()
 		if e.exact != nil {
 			e.exact.Stop()
 		}

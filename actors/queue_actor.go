@@ -51,6 +51,10 @@ type queueActor struct {
 	// (batching.go).
 	budgets   map[string]*outLink[budgetMsg]
 	toBudgets []*outLink[budgetMsg]
+	// budgetDispatch are the options budget actors are spawned with: the
+	// engine's worker pool (budget_dispatcher.go), none in tests that
+	// make the actor without an engine.
+	budgetDispatch []actor.PropsOption
 	// incarnations is the incarnation of each key's budget actor now: a
 	// failure reported by an earlier one is old news.
 	incarnations map[string]uint64
@@ -395,7 +399,7 @@ func (a *queueActor) spawnBudget(b protocol.Budget) {
 	a.incarnations[b.Key] = core.incarnation
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &budgetActor{core: core, toQueue: outLink[queueMsg]{pid: self}, clock: a.clock, timers: a.wakeTimers, log: a.budgetLog(), tracer: a.tracer}
-	})
+	}, a.budgetDispatch...)
 	// Spawned from the root, not as the queue actor's child: a parent's
 	// set of children keeps, past its length, pointers to children that
 	// stopped, and each stopped budget's PID would hold its whole actor in
