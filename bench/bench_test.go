@@ -456,3 +456,23 @@ func TestHelpShowsRealDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantsReturnedShare: the share given back is of the growth from
+// rss0 to rss1, and it is left out when a figure is missing.
+func TestTenantsReturnedShare(t *testing.T) {
+	tr := &TenantsReport{RSSLaterMiB: 70}
+	tr.noteReturned(&ParkedReport{RSS0MiB: 20, RSS1MiB: 520})
+	if tr.ReturnedPct != 90 {
+		t.Fatalf("returned %.3f %%, want 90", tr.ReturnedPct)
+	}
+	for _, c := range []struct {
+		later float64
+		p     *ParkedReport
+	}{{70, nil}, {0, &ParkedReport{RSS0MiB: 20, RSS1MiB: 520}}, {70, &ParkedReport{RSS0MiB: 20, RSS1MiB: 20}}} {
+		tr := &TenantsReport{RSSLaterMiB: c.later}
+		tr.noteReturned(c.p)
+		if tr.ReturnedPct != 0 {
+			t.Errorf("later %.0f, parked %+v: returned %.3f %%, want none", c.later, c.p, tr.ReturnedPct)
+		}
+	}
+}

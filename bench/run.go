@@ -206,6 +206,7 @@ func execute(ctx context.Context, cfg Config, log *slog.Logger, sigs <-chan os.S
 	}
 	if sc.collect {
 		rep.Tenants = r.measureCollected(ctx, tgt.proc)
+		rep.Tenants.noteReturned(rep.Parked)
 		if rep.Tenants.Failed != "" {
 			rep.Anomalies = append(rep.Anomalies, "tenants: "+rep.Tenants.Failed)
 		}

@@ -33,7 +33,20 @@ type TenantsReport struct {
 	// (the runtime gives freed pages back after a collection, and with
 	// nothing allocating the next one is its periodic one, every 2 min).
 	RSSLaterMiB float64 `json:"rss_later_mib,omitempty"`
+	// ReturnedPct is the share of what the tenants added to the RSS
+	// (parked rss1 - rss0: every tenant live, against streams open and
+	// nothing made) that rss_later_mib gave back.
+	ReturnedPct float64 `json:"returned_pct,omitempty"`
 	Failed      string  `json:"failed,omitempty"`
+}
+
+// noteReturned sets ReturnedPct from the parked phase's RSS, when both
+// were read.
+func (tr *TenantsReport) noteReturned(p *ParkedReport) {
+	if p == nil || tr.RSSLaterMiB == 0 || p.RSS1MiB <= p.RSS0MiB {
+		return
+	}
+	tr.ReturnedPct = round3(100 * (p.RSS1MiB - tr.RSSLaterMiB) / (p.RSS1MiB - p.RSS0MiB))
 }
 
 // tenantFlags gives a started server what tenants needs: no budget limit
