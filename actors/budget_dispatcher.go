@@ -1,13 +1,16 @@
-// Budget actors run on a few long-lived goroutines.
+// Budget actors run on a pool of long-lived goroutines.
 //
 // protoactor's default dispatcher starts a goroutine for every run of a
 // mailbox. When the queue actor writes to tens of thousands of budget
 // actors at once (a wave of tenants' first jobs, the collector asking
 // them whether they are idle), thousands of those goroutines wait at the
 // same time, and the runtime keeps every goroutine descriptor it ever made
-// (480 bytes each, 4 MB after 100,000 tenants), scattered between the
-// wave's objects. Budget actors never block (they compute and send), so
-// a pool of one goroutine per processor runs them as fast.
+// (480 bytes each; ~4 MB in the heap profile after 100,000 tenants),
+// scattered between the wave's objects. The pool runs them on one
+// goroutine per processor, and on more (up to poolMaxWorkers) while runs
+// wait and none is free: a run lasts until its mailbox is empty (protoactor
+// only yields the goroutine every Throughput messages), so a budget fed
+// without pause would otherwise hold a worker from every other budget.
 
 package actors
 
@@ -16,9 +19,15 @@ import (
 	"sync"
 )
 
-// budgetThroughput is the most messages a budget actor's mailbox
-// processes in one run, as protoactor's default dispatcher.
+// budgetThroughput is how many messages a budget actor's mailbox
+// processes before it yields its goroutine, as with protoactor's default
+// dispatcher.
 const budgetThroughput = 300
+
+// poolMaxWorkers is the most workers a pool runs at once: the extra ones
+// (above one per processor) start while runs wait with no worker free,
+// and leave when none waits.
+const poolMaxWorkers = 64
 
 // poolKeepRuns is the largest queue of runs whose array a drained pool
 // keeps for the next burst; a larger one is let go.
@@ -29,29 +38,38 @@ const poolKeepRuns = 4096
 // blocks.
 type workerPool struct {
 	throughput int
+	base       int // workers that stay: one per processor, two at least
 
-	mu     sync.Mutex
-	wake   sync.Cond
-	runs   []func() // scheduled: runs[head:]
-	head   int
-	idle   int  // workers waiting for a run
-	busy   int  // workers in a run
-	closed bool // Stop was called: workers leave once nothing is queued or running
-	left   bool // and they left: runs scheduled now get goroutines of their own
-	done   sync.WaitGroup
+	mu      sync.Mutex
+	wake    sync.Cond
+	runs    []func() // scheduled: runs[head:]
+	head    int
+	idle    int  // workers waiting for a run
+	busy    int  // workers in a run
+	workers int  // workers started and not left
+	closed  bool // Stop was called: workers leave once nothing is queued or running
+	left    bool // and they left: runs scheduled now get goroutines of their own
+	done    sync.WaitGroup
 }
 
 // newWorkerPool starts a pool of one worker per processor (two at least);
-// throughput is the most messages a mailbox processes in one run.
+// a mailbox yields its goroutine every throughput messages.
 func newWorkerPool(throughput int) *workerPool {
-	p := &workerPool{throughput: throughput}
+	p := &workerPool{throughput: throughput, base: max(2, runtime.GOMAXPROCS(0))}
 	p.wake.L = &p.mu
-	n := max(2, runtime.GOMAXPROCS(0))
-	p.done.Add(n)
-	for range n {
-		go p.work()
+	p.mu.Lock()
+	for range p.base {
+		p.startWorker()
 	}
+	p.mu.Unlock()
 	return p
+}
+
+// startWorker starts a worker; p.mu is held.
+func (p *workerPool) startWorker() {
+	p.workers++
+	p.done.Add(1)
+	go p.work()
 }
 
 // Schedule queues fn for a worker; once the workers left (Stop), it runs
@@ -64,13 +82,16 @@ func (p *workerPool) Schedule(fn func()) {
 		return
 	}
 	p.runs = append(p.runs, fn)
-	if p.idle > 0 {
+	switch {
+	case p.idle > 0:
 		p.wake.Signal()
+	case p.workers < poolMaxWorkers:
+		p.startWorker()
 	}
 	p.mu.Unlock()
 }
 
-// Throughput is the most messages a mailbox processes in one run.
+// Throughput is how many messages a mailbox processes before it yields.
 func (p *workerPool) Throughput() int { return p.throughput }
 
 // Stop waits until every run scheduled, before it or by a run, is done,
@@ -83,6 +104,7 @@ func (p *workerPool) Stop() {
 	p.done.Wait()
 }
 
+// work runs what the pool is given until the worker may leave.
 func (p *workerPool) work() {
 	defer p.done.Done()
 	ran := false
@@ -97,7 +119,8 @@ func (p *workerPool) work() {
 }
 
 // next waits for a run and takes it, after a run of the caller's ended
-// (ran); it reports false once the pool is stopped with nothing queued or
+// (ran); it reports false when the worker is to leave: it is an extra one
+// and nothing is queued, or the pool is stopped with nothing queued or
 // running.
 func (p *workerPool) next(ran bool) (func(), bool) {
 	p.mu.Lock()
@@ -108,7 +131,12 @@ func (p *workerPool) next(ran bool) (func(), bool) {
 	for p.head == len(p.runs) {
 		if p.closed && p.busy == 0 {
 			p.left = true
+			p.workers--
 			p.wake.Broadcast()
+			return nil, false
+		}
+		if p.workers > p.base && !p.closed {
+			p.workers--
 			return nil, false
 		}
 		p.idle++

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestWorkerPoolRunsEverything schedules runs from several goroutines and
@@ -41,7 +42,7 @@ func TestWorkerPoolRunsEverything(t *testing.T) {
 // first out, with the array holding what is queued once many were taken
 // while more came, and let go once a large queue drains.
 func TestWorkerPoolQueue(t *testing.T) {
-	p := &workerPool{}
+	p := &workerPool{workers: poolMaxWorkers} // none is started
 	p.wake.L = &p.mu
 	var order []int
 	sched := func(i int) { p.Schedule(func() { order = append(order, i) }) }
@@ -49,6 +50,9 @@ func TestWorkerPoolQueue(t *testing.T) {
 	for i := range 3 * poolKeepRuns {
 		sched(i)
 		if i%2 == 1 { // taking half as fast as they come
+			if p.head == len(p.runs) {
+				t.Fatalf("run %d was not queued", i)
+			}
 			fn, _ := p.next(false)
 			fn()
 			next++
@@ -72,4 +76,26 @@ func TestWorkerPoolQueue(t *testing.T) {
 	if len(order) != 3*poolKeepRuns || p.runs != nil {
 		t.Fatalf("%d runs, array kept %d: want %d and none", len(order), cap(p.runs), 3*poolKeepRuns)
 	}
+}
+
+// TestWorkerPoolGrowsWhileWorkersAreHeld holds every base worker in a run
+// and checks that a run scheduled then still runs, on an extra worker.
+func TestWorkerPoolGrowsWhileWorkersAreHeld(t *testing.T) {
+	p := newWorkerPool(budgetThroughput)
+	defer p.Stop()
+	release := make(chan struct{})
+	var held sync.WaitGroup
+	held.Add(p.base)
+	for range p.base {
+		p.Schedule(func() { held.Done(); <-release })
+	}
+	held.Wait()
+	ran := make(chan struct{})
+	p.Schedule(func() { close(ran) })
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a run waited behind the held workers")
+	}
+	close(release)
 }

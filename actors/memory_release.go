@@ -258,9 +258,9 @@ type memtableFlusher interface {
 	FlushMemtableIfIdle(idle time.Duration) (bool, error)
 }
 
-// releaseMemory returns freed heap to the OS in a goroutine, with flush
-// after flushing an idle store's memtable: the flush waits for the store,
-// and FreeOSMemory runs a full collection.
+// releaseMemory hands freed heap back to the OS in a goroutine
+// (handBackMemory), with flush around a flush of an idle store's memtable:
+// the flush waits for the store, and FreeOSMemory runs a full collection.
 func (a *queueActor) releaseMemory(flush bool) {
 	store, log := a.store, a.log
 	go handBackMemory(store, flush, debug.FreeOSMemory, log)
@@ -268,16 +268,17 @@ func (a *queueActor) releaseMemory(flush bool) {
 
 // handBackMemory returns freed heap to the OS with freeOS (a full
 // collection, then every free page returned). With flush, and a store
-// that can flush its memtable, it does so first, then flushes the
-// memtable if the store is idle, then returns memory once more for the
-// old memtable.
+// that can flush its memtable, that return comes first; then the
+// memtable is flushed if the store is idle, and memory is returned once
+// more for the old memtable.
 //
 // The return before the flush is what keeps the new memtable's arena (an
 // 80 MiB allocation) out of the resident set: Go zeroes a large
 // allocation by writing to it, which makes its pages resident, unless
-// every page it lands on was returned to the OS (the kernel hands those
-// back zeroed). After a wave of collections the heap has tens of MiB
-// freed and not yet returned, and the arena would land on them.
+// every page it lands on was returned to the OS (on Linux, where the
+// kernel hands those back zeroed: the runtime's default
+// GODEBUG=madvdontneed=1). After a wave of collections the heap has tens
+// of MiB freed and not yet returned, and the arena would land on them.
 func handBackMemory(store any, flush bool, freeOS func(), log *slog.Logger) {
 	freeOS()
 	f, ok := store.(memtableFlusher)

@@ -13,7 +13,9 @@ import (
 const registryBuckets = 64
 
 // narrowRegistry gives system's process registry registryBuckets buckets,
-// with the PIDs it holds. It runs before anything is spawned or sent.
+// with the PIDs it holds. It runs before anything is spawned or sent:
+// protoactor reads the registry's buckets without a lock, and
+// NewActorSystem starts no goroutine that touches them.
 func narrowRegistry(system *actor.ActorSystem) {
 	old := system.ProcessRegistry.LocalPIDs
 	narrow := &actor.SliceMap{LocalPIDs: make([]cmap.ConcurrentMap, registryBuckets)}
@@ -22,8 +24,8 @@ func narrowRegistry(system *actor.ActorSystem) {
 	}
 	for _, m := range old.LocalPIDs {
 		// IterCb reads the shards in turn; IterBuffered and Items would
-		// start a goroutine per shard, and the runtime keeps the
-		// descriptors of all 32,768 (8 MiB) for good
+		// start a goroutine per shard, and the runtime keeps goroutine
+		// descriptors for good (the idle server measured 8 MiB larger)
 		m.IterCb(func(key string, v any) { narrow.GetBucket(key).Set(key, v) })
 	}
 	system.ProcessRegistry.LocalPIDs = narrow

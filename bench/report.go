@@ -316,8 +316,11 @@ func (r *Report) writeText(w io.Writer) {
 		}
 	}
 	if tr := r.Tenants; tr != nil {
-		line("tenants", "idle_ttl=%s collected=%t left=%d collect_s=%.3f rss_collected=%.1f rss_later=%.1f returned_pct=%.1f",
-			tr.IdleTTL, tr.Collected, tr.Left, tr.CollectS, tr.RSSCollectedMiB, tr.RSSLaterMiB, tr.ReturnedPct)
+		line("tenants", "idle_ttl=%s collected=%t left=%d collect_s=%.3f rss_collected=%.1f rss_later=%.1f",
+			tr.IdleTTL, tr.Collected, tr.Left, tr.CollectS, tr.RSSCollectedMiB, tr.RSSLaterMiB)
+		if tr.ReturnedPct != 0 {
+			line("tenants.returned_pct", "%.1f", tr.ReturnedPct)
+		}
 	}
 	if p := r.Parked; p != nil {
 		line("parked", "budgets=%d held_per_budget=%d parked_per_budget=%d held_jobs=%d parked_jobs=%d expected=%d reached=%t",

@@ -26,14 +26,15 @@ type Batch struct {
 	// batch stores; inUse, when pruning, is every pair in use, and
 	// pruneAfter the store's refusal count at the load's snapshot
 	// (priorities.go)
-	prios []PriorityPair
-	// budgetsGone are the budgets deleted: their pairs' keys go too
-	budgetsGone  []string
+	prios        []PriorityPair
 	lastPrio     uint16             // the priority and bindings of the last
 	lastBindings []protocol.Binding // bound job noted (notePriority)
 	inUse        map[PriorityPair]struct{}
 	pruning      bool
 	pruneAfter   uint64
+	// budgetsGone are the budgets the batch deletes: their pairs' keys go
+	// too (priorities.go)
+	budgetsGone []string
 }
 
 // NewBatch returns an empty batch; sync asks for fsync before it counts as

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -72,6 +73,13 @@ func priorityKey(p PriorityPair) []byte {
 	k := make([]byte, 0, len(priorityPrefix)+1+len(p.Name)+2)
 	k = append(append(append(k, priorityPrefix...), kind), p.Name...)
 	return binary.BigEndian.AppendUint16(k, p.Priority)
+}
+
+// budgetPairsPrefix is what the keys of budget key's pairs start with:
+// q/b<key>, the priority after it.
+func budgetPairsPrefix(key string) []byte {
+	k := priorityKey(BudgetPair(key, 0))
+	return k[:len(k)-2]
 }
 
 func parsePriorityKey(k []byte) (PriorityPair, bool) {
@@ -150,6 +158,14 @@ type pairWrite struct {
 	set bool
 }
 
+// apply adds the write to txn.
+func (w pairWrite) apply(txn *badger.Txn) error {
+	if w.set {
+		return txn.Set(priorityKey(w.p), nil)
+	}
+	return txn.Delete(priorityKey(w.p))
+}
+
 // priorityWrites adds to txn, batch by batch, the deletes of the pairs of
 // the budgets a batch deleted and the key of every pair a batch stores
 // that is not stored at that point; it returns those writes in order. It
@@ -167,13 +183,7 @@ func (s *Store) priorityWrites(txn *badger.Txn, group []*commit) ([]pairWrite, e
 		return ok
 	}
 	write := func(w pairWrite) error {
-		var err error
-		if w.set {
-			err = txn.Set(priorityKey(w.p), nil)
-		} else {
-			err = txn.Delete(priorityKey(w.p))
-		}
-		if err != nil {
+		if err := w.apply(txn); err != nil {
 			return err
 		}
 		if local == nil {
@@ -238,20 +248,36 @@ func (s *Store) readBudgetPairs() *budgetPairReader {
 	txn := s.db.NewTransaction(false)
 	opts := badger.DefaultIteratorOptions
 	opts.PrefetchValues = false
-	opts.Prefix = priorityKey(BudgetPair("", 0))[:len(priorityPrefix)+1]
+	opts.Prefix = budgetPairsPrefix("")
 	return &budgetPairReader{txn: txn, it: txn.NewIterator(opts)}
 }
 
-// of returns the committed pairs of budget key.
+// of returns the committed pairs of budget key: the keys of its prefix
+// with exactly a priority after it. A shorter one is of a budget whose key
+// and priority make this prefix (at most 257 of them). A longer one is of
+// a budget whose key starts with key, and they sort among its own (a
+// priority is any two bytes): on meeting one, the reader seeks past every key that shares
+// its first two bytes after the prefix, so a budget key that starts
+// many others costs a seek per two-byte start, not a step per key.
 func (r *budgetPairReader) of(key string) []PriorityPair {
-	prefix := priorityKey(BudgetPair(key, 0))
-	prefix = prefix[:len(prefix)-2]
+	prefix := budgetPairsPrefix(key)
 	var pairs []PriorityPair
-	for r.it.Seek(prefix); r.it.ValidForPrefix(prefix); r.it.Next() {
-		// a longer key is another budget's whose key starts with this one
-		if k := r.it.Item().Key(); len(k) == len(prefix)+2 {
-			pairs = append(pairs, BudgetPair(key, binary.BigEndian.Uint16(k[len(prefix):])))
+	r.it.Seek(prefix)
+	for r.it.ValidForPrefix(prefix) {
+		rest := r.it.Item().Key()[len(prefix):]
+		switch {
+		case len(rest) == 2:
+			pairs = append(pairs, BudgetPair(key, binary.BigEndian.Uint16(rest)))
+			fallthrough
+		case len(rest) < 2: // of a shorter key, its priority's first byte in the prefix
+			r.it.Next()
+			continue
 		}
+		start := binary.BigEndian.Uint16(rest)
+		if start == math.MaxUint16 {
+			break
+		}
+		r.it.Seek(binary.BigEndian.AppendUint16(prefix[:len(prefix):len(prefix)], start+1))
 	}
 	return pairs
 }
@@ -314,13 +340,7 @@ func (s *Store) applyPrune(b *Batch) error {
 		chunk, last := writes[:n], n == len(writes)
 		err := s.db.Update(func(txn *badger.Txn) error {
 			for _, w := range chunk {
-				var err error
-				if w.set {
-					err = txn.Set(priorityKey(w.p), nil)
-				} else {
-					err = txn.Delete(priorityKey(w.p))
-				}
-				if err != nil {
+				if err := w.apply(txn); err != nil {
 					return err
 				}
 			}

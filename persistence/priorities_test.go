@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -398,5 +399,40 @@ func TestPairsMadeAfreshWhenSparse(t *testing.T) {
 	s.pairsCommitted(writes[len(writes)*3/4-1 : len(writes)*3/4])
 	if s.priosPeak != len(s.prios) || len(s.prios) != priosShrinkMin/2 || reflect.ValueOf(s.prios).UnsafePointer() == full {
 		t.Fatalf("peak %d, %d pairs after deletes down to a quarter; want both %d, in a new map", s.priosPeak, len(s.prios), priosShrinkMin/2)
+	}
+}
+
+// TestBudgetPairReaderSkipsLongerKeys: the pairs of a budget are found
+// among those of budgets whose keys start with its key, whatever the
+// bytes of their priorities and names.
+func TestBudgetPairReaderSkipsLongerKeys(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	defer s.Close()
+	// "a" at 0x62xx is under the prefix of "ab" ('b' is 0x62), as "" at "ab"
+	own := []PriorityPair{BudgetPair("a", 1), BudgetPair("a", 0x6200), BudgetPair("a", 0x6201), BudgetPair("a", 0xffff)}
+	others := []PriorityPair{BudgetPair("ab", 5), BudgetPair("ab", 0xffff), BudgetPair("a\xff\xffz", 3),
+		BudgetPair("aa", 1), QueuePair("a", 7), BudgetPair("", 2), BudgetPair("", 'a'<<8|'b')}
+	for i := range 300 {
+		others = append(others, BudgetPair(fmt.Sprintf("a%d", i), uint16(i)))
+	}
+	err := s.db.Update(func(txn *badger.Txn) error {
+		for _, p := range append(append([]PriorityPair{}, own...), others...) {
+			if err := txn.Set(priorityKey(p), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.readBudgetPairs()
+	defer r.close()
+	got := r.of("a")
+	if !slices.Equal(got, own) {
+		t.Fatalf("pairs of a: %v, want %v", got, own)
+	}
+	if got := r.of("ab"); !slices.Equal(got, []PriorityPair{BudgetPair("ab", 5), BudgetPair("ab", 0xffff)}) {
+		t.Fatalf("pairs of ab: %v", got)
 	}
 }
