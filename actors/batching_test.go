@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -14,9 +12,7 @@ import (
 // batch in the order they were added; a link flushed early is not sent
 // twice by the later flush, and a second flush sends nothing.
 func TestOutLinksKeepOrderPerRecipient(t *testing.T) {
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}))
+	system := quietActorSystem()
 	got := make(chan any, 16)
 	props := actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {

@@ -16,9 +16,7 @@ type exactMsg struct{ n int }
 // each exactMsg and when it arrived.
 func exactTimersHarness(t *testing.T) (*ExactTimers, *actor.PID, chan exactArrival) {
 	t.Helper()
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}))
+	system := quietActorSystem()
 	got := make(chan exactArrival, 64)
 	pid := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if m, ok := ctx.Message().(*exactMsg); ok {

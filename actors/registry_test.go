@@ -14,9 +14,7 @@ import (
 // system registered when it was made are still found, and that an actor
 // spawned after it is reached by a request.
 func TestRegistryNarrowed(t *testing.T) {
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
+	system := quietActorSystem()
 	defer system.Shutdown()
 	created := goroutinesCreated()
 	narrowRegistry(system)
@@ -52,4 +50,12 @@ func goroutinesCreated() uint64 {
 	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
+}
+
+// quietActorSystem makes an actor system that logs nothing, for tests of
+// actors outside the engine.
+func quietActorSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
 }

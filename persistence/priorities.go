@@ -256,9 +256,10 @@ func (s *Store) readBudgetPairs() *budgetPairReader {
 // with exactly a priority after it. A shorter one is of a budget whose key
 // and priority make this prefix (at most 257 of them). A longer one is of
 // a budget whose key starts with key, and they sort among its own (a
-// priority is any two bytes): on meeting one, the reader seeks past every key that shares
-// its first two bytes after the prefix, so a budget key that starts
-// many others costs a seek per two-byte start, not a step per key.
+// priority is any two bytes): on meeting one, the reader seeks past every
+// key that shares its first two bytes after the prefix, so a budget key
+// that starts many others costs a seek per two-byte start, not a step per
+// key.
 func (r *budgetPairReader) of(key string) []PriorityPair {
 	prefix := budgetPairsPrefix(key)
 	var pairs []PriorityPair
